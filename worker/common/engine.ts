@@ -1,0 +1,166 @@
+/**
+ * The trainer engine's contract: what a swarm server asks of one hosted model.
+ *
+ * The engine runs in a worker thread (worker/node/engine-client.ts is the caller's side). It speaks token ids only:
+ * chat templates and tokenizers live in worker/tokenizer and are used by the caller on its own thread.
+ * It knows nothing about episodes, networks or storage.
+ *
+ * Token/position convention for training samples: `tokens[t]` is predicted from `tokens[0..t-1]`;
+ * `lossMask[t] = 1` marks a token the policy generated, `oldLogprobs[t]` is its logprob when it was sampled and
+ * `advantages[t]` its advantage. Position 0 always has mask 0. All four arrays have the same length.
+ */
+
+/** Backends, best first. */
+export type BackendName = 'tensorflow-gpu' | 'webgpu' | 'tensorflow' | 'wasm' | 'cpu';
+
+export interface BackendReport {
+  name: BackendName;
+  /** Why this one was chosen (e.g. "best that loaded", "forced by AGENTJET_BACKEND"). */
+  reason: string;
+  /** The better backends that were passed over, and why (not installed, no adapter, failed self-check …). */
+  passedOver: { name: BackendName; reason: string }[];
+  /** Numerics self-check against the cpu backend, run when the backend is first selected. */
+  selfCheck: { ok: boolean; maxAbsError: number };
+}
+
+/** `builtin:tiny` (the embedded default) or a Hugging Face model folder on disk. */
+export type ModelSource = { kind: 'builtin'; name: string } | { kind: 'hf'; path: string };
+
+/** Hugging Face `config.json` fields the decoder understands (Llama / Qwen2 / Qwen3 family). */
+export interface DecoderConfig {
+  model_type: string;
+  vocab_size: number;
+  hidden_size: number;
+  num_hidden_layers: number;
+  num_attention_heads: number;
+  num_key_value_heads: number;
+  head_dim: number;
+  intermediate_size: number;
+  max_position_embeddings: number;
+  rope_theta: number;
+  rms_norm_eps: number;
+  tie_word_embeddings: boolean;
+  /** Qwen3 normalises q and k per head before RoPE. */
+  qk_norm: boolean;
+  /** Qwen2 has biases on q/k/v projections. */
+  attention_bias: boolean;
+}
+
+export interface LoraConfig {
+  rank: number;
+  alpha: number;
+  /** HF module names, e.g. ["q_proj", "v_proj"]. */
+  targetModules: string[];
+  dropout?: number;
+}
+
+export interface ModelInfo {
+  name: string;
+  config: DecoderConfig;
+  paramCount: number;
+  trainableParamCount: number;
+  policyVersion: number;
+  lora: LoraConfig | null;
+  backend: BackendReport;
+}
+
+export interface SamplingParams {
+  maxTokens: number;
+  /** 0 means greedy. */
+  temperature: number;
+  topP: number;
+  /** 0 means no top-k cut. */
+  topK: number;
+  /** Same seed and inputs ⇒ same tokens. */
+  seed?: number;
+  stopTokenIds: number[];
+  stopStrings: string[];
+  /** How many alternatives to report per token (0–20). */
+  topLogprobs: number;
+}
+
+export interface GenerateRequest {
+  promptIds: number[];
+  sampling: SamplingParams;
+}
+
+export interface TokenLogprob {
+  id: number;
+  logprob: number;
+}
+
+export interface GeneratedToken extends TokenLogprob {
+  /** Alternatives of the sampled distribution, best first (when topLogprobs > 0). */
+  top?: TokenLogprob[];
+}
+
+export type FinishReason = 'stop' | 'length' | 'cancelled';
+
+export interface GenerateResult {
+  tokens: GeneratedToken[];
+  finishReason: FinishReason;
+  /** The stop string that ended generation, if any (its tokens are included in `tokens`). */
+  stopString?: string;
+  /** The policy version whose weights produced every token of this result. */
+  policyVersion: number;
+  timings: { queuedMs: number; prefillMs: number; decodeMs: number };
+}
+
+export interface TrainSample {
+  tokens: number[];
+  lossMask: number[];
+  advantages: number[];
+  oldLogprobs: number[];
+}
+
+export interface TrainOptions {
+  loss: 'ppo' | 'sft';
+  /** PPO clip range: ratio is clipped to [1 - clipLow, 1 + clipHigh]. */
+  clipLow: number;
+  clipHigh: number;
+  /** Weight of the k3 KL estimate against the frozen reference; 0 disables it. */
+  klCoef: number;
+  /** token-sum: sum over tokens / number of samples; token-mean: mean over all masked tokens in the batch. */
+  normalization: 'token-sum' | 'token-mean';
+  /** Micro-batches are packed up to this many tokens; gradients accumulate across them. */
+  microBatchTokens: number;
+  learningRate: number;
+  weightDecay: number;
+  maxGradNorm: number;
+}
+
+export interface TrainMetrics {
+  loss: number;
+  clipFraction: number;
+  kl: number;
+  entropy: number;
+  gradNorm: number;
+  tokens: number;
+  trainedTokens: number;
+  microBatches: number;
+  timeMs: number;
+  policyVersion: number;
+}
+
+/** Named tensors in Hugging Face naming, e.g. "model.layers.0.self_attn.q_proj.weight". */
+export interface NamedTensor {
+  shape: number[];
+  data: Float32Array;
+}
+export type NamedTensors = Record<string, NamedTensor>;
+
+export interface TrainerEngine {
+  readonly info: ModelInfo;
+  generate(req: GenerateRequest, onToken?: (token: GeneratedToken) => void, signal?: AbortSignal): Promise<GenerateResult>;
+  /** One optimizer step over all samples (micro-batched and accumulated); bumps the policy version. */
+  trainStep(samples: TrainSample[], options?: Partial<TrainOptions>): Promise<TrainMetrics>;
+  /** Per-token logprobs of each sequence under the current policy (index t: logprob of tokens[t]; index 0 is 0). */
+  logprobs(sequences: number[][]): Promise<number[][]>;
+  /** Freeze the current weights as the KL reference. */
+  snapshotReference(): Promise<void>;
+  getWeights(): Promise<NamedTensors>;
+  setWeights(weights: NamedTensors, policyVersion: number): Promise<void>;
+  /** Save config.json + model.safetensors (or a PEFT adapter when LoRA is on) into `dir`. */
+  save(dir: string): Promise<{ files: string[] }>;
+  close(): Promise<void>;
+}
