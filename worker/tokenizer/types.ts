@@ -41,7 +41,14 @@ export type ToolCallFormat = 'hermes' | 'none';
 
 export interface ChatTemplate {
   readonly toolCallFormat: ToolCallFormat;
-  render(messages: ChatMessage[], options: { tools?: ToolSpec[]; addGenerationPrompt: boolean }): string;
+  render(messages: ChatMessage[], options: ChatRenderOptions): string;
+}
+
+export interface ChatRenderOptions {
+  tools?: ToolSpec[];
+  addGenerationPrompt: boolean;
+  /** Passed to templates that know it (Qwen3: `false` pre-fills an empty think block). Ignored elsewhere. */
+  enableThinking?: boolean;
 }
 
 export interface ParsedAssistantOutput {
@@ -49,4 +56,6 @@ export interface ParsedAssistantOutput {
   toolCalls: ToolCall[];
   /** Tool-call blocks whose JSON did not parse: they stay in `content` and are flagged here. */
   malformed: string[];
+  /** The text of a leading `<think>…</think>` block, removed from `content`. */
+  reasoning?: string;
 }

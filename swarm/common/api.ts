@@ -1,0 +1,46 @@
+/**
+ * Control-API payloads shared by the peer runtime and every client of it (renderer, CLI, tests).
+ * Pure types and zod schemas: no Node APIs here.
+ */
+import { z } from 'zod';
+
+export const roleSchema = z.enum(['server', 'client']);
+export type Role = z.infer<typeof roleSchema>;
+
+/** One hosted model as the status reports it. */
+export interface ModelStatus {
+  name: string;
+  source: string;
+  engineState: 'loading' | 'idle' | 'rolling' | 'draining' | 'updating' | 'failed';
+  policyVersion: number;
+  step: number;
+  backend: string | null;
+  pool: { active: number; limit: number };
+  error?: string;
+}
+
+export interface StatusPayload {
+  app: 'agentjet';
+  version: string;
+  nodeId: string;
+  startedAt: string;
+  uptimeS: number;
+  roles: Role[];
+  dataDir: string;
+  /** The tfjs backend the trainer engines use, with why (null until an engine has started). */
+  backend: { name: string; reason: string } | null;
+  urls: { api: string; gateway: string; ui: string };
+  models: ModelStatus[];
+  store: { path: string; schemaVersion: number; episodes: number };
+  p2p: { enabled: boolean; peerId: string | null; peers: number; swarm: string | null };
+}
+
+/** Messages pushed over the control API's WebSocket (`/api/events`). */
+export type ServerEvent =
+  | { type: 'status'; data: StatusPayload }
+  | { type: 'log'; data: { level: 'debug' | 'info' | 'warn' | 'error'; msg: string; time: string } };
+
+/** Every control-API error body. */
+export interface ApiErrorBody {
+  error: { name: string; message: string; field?: string };
+}
