@@ -27,4 +27,119 @@ export const migrations: Migration[] = [
       `);
     },
   },
+  {
+    version: 2,
+    name: 'episodes, calls, timelines, train steps',
+    up: (db) => {
+      // Token arrays are little-endian blobs (int32 ids, uint8 mask, float32 logprobs): 4 bytes a token instead of
+      // ~7 as JSON text, and read back without parsing. Everything else that is structured is JSON text.
+      db.exec(`
+        CREATE TABLE episodes (
+          id TEXT PRIMARY KEY,
+          model TEXT NOT NULL,
+          task_id TEXT NOT NULL,
+          group_id TEXT NOT NULL,
+          kind TEXT NOT NULL CHECK (kind IN ('train', 'eval')),
+          state TEXT NOT NULL CHECK (state IN ('active', 'ended', 'aborted', 'trained', 'discarded')),
+          reward REAL,
+          success INTEGER,
+          metrics TEXT,
+          abort_reason TEXT,
+          created_at TEXT NOT NULL,
+          ended_at TEXT,
+          client TEXT,
+          script_hash TEXT,
+          policy_version INTEGER NOT NULL,
+          merge_mode TEXT,
+          merge_savings TEXT
+        );
+        CREATE INDEX episodes_by_model ON episodes (model, created_at);
+        CREATE INDEX episodes_by_group ON episodes (model, group_id, state);
+        CREATE INDEX episodes_by_state ON episodes (state, created_at);
+
+        CREATE TABLE calls (
+          episode_id TEXT NOT NULL REFERENCES episodes (id) ON DELETE CASCADE,
+          idx INTEGER NOT NULL,
+          call_id TEXT NOT NULL,
+          agent_key TEXT NOT NULL,
+          messages TEXT NOT NULL,
+          tools TEXT,
+          assistant_message TEXT,
+          finish_reason TEXT,
+          prompt_ids BLOB NOT NULL,
+          generated_ids BLOB NOT NULL,
+          logprobs BLOB NOT NULL,
+          policy_version INTEGER NOT NULL,
+          started_at TEXT NOT NULL,
+          first_token_at TEXT,
+          ended_at TEXT NOT NULL,
+          splice TEXT NOT NULL,
+          PRIMARY KEY (episode_id, idx),
+          UNIQUE (episode_id, call_id)
+        );
+
+        CREATE TABLE timelines (
+          episode_id TEXT NOT NULL REFERENCES episodes (id) ON DELETE CASCADE,
+          idx INTEGER NOT NULL,
+          timeline_id TEXT NOT NULL,
+          agent_key TEXT,
+          tokens BLOB NOT NULL,
+          loss_mask BLOB NOT NULL,
+          logprobs BLOB NOT NULL,
+          call_ids TEXT NOT NULL,
+          policy_versions TEXT NOT NULL,
+          spans TEXT NOT NULL,
+          decisions TEXT NOT NULL,
+          PRIMARY KEY (episode_id, idx)
+        );
+
+        CREATE TABLE train_steps (
+          model TEXT NOT NULL,
+          step INTEGER NOT NULL,
+          policy_version INTEGER NOT NULL,
+          metrics TEXT NOT NULL,
+          created_at TEXT NOT NULL,
+          PRIMARY KEY (model, step)
+        );
+      `);
+    },
+  },
+  {
+    version: 3,
+    name: 'client runner: script versions and runs',
+    up: (db) => {
+      // One row per attached script version (hot swap keeps them all), and one per run of a script: its episode
+      // ids (a team has several), the content hash that ran, the outcome and the bounded stdout/stderr.
+      db.exec(`
+        CREATE TABLE client_scripts (
+          name TEXT NOT NULL,
+          version INTEGER NOT NULL,
+          hash TEXT NOT NULL,
+          file TEXT NOT NULL,
+          origin TEXT NOT NULL,
+          options TEXT NOT NULL,
+          attached_at TEXT NOT NULL,
+          PRIMARY KEY (name, version)
+        );
+        CREATE TABLE client_runs (
+          id INTEGER PRIMARY KEY AUTOINCREMENT,
+          client TEXT NOT NULL,
+          script_hash TEXT NOT NULL,
+          episode_ids TEXT NOT NULL,
+          task_id TEXT NOT NULL,
+          kind TEXT NOT NULL CHECK (kind IN ('train', 'eval')),
+          status TEXT NOT NULL CHECK (status IN ('ended', 'aborted')),
+          reason TEXT,
+          reward REAL,
+          exit_code INTEGER,
+          process_ms REAL,
+          stdout TEXT NOT NULL,
+          stderr TEXT NOT NULL,
+          started_at TEXT NOT NULL,
+          ended_at TEXT NOT NULL
+        );
+        CREATE INDEX client_runs_by_client ON client_runs (client, id);
+      `);
+    },
+  },
 ];

@@ -1,0 +1,251 @@
+/**
+ * Prompt rendering with drift prevention.
+ *
+ * Re-tokenizing an earlier model output can give other ids than the model generated (it wrote "hel" + "lo",
+ * the tokenizer spells "hello" as one token), which silently breaks the token prefix that timeline merging relies
+ * on. So the prompt is rendered to text with the chat template, each earlier assistant turn of the same episode is
+ * located in that text, and where the text there is what was generated, the generated ids are spliced in; the
+ * text between those turns is tokenized piece by piece. Splicing changes the tokenization, not what the model
+ * reads: a turn the template renders differently (e.g. Qwen3 dropping the reasoning of turns before the last user
+ * query) keeps the template's tokens, and the report says why. The one tolerance is tool-call formatting
+ * (turn-match.ts): re-serialized arguments mean the same, so the model's own tokens are spliced for them.
+ *
+ * The pieces start and end at the generated span's edges, which sit after the template's assistant header and at
+ * the end-of-turn special token, so tokenizing the pieces separately gives the same ids the original calls saw.
+ */
+import type {
+  ChatMessage,
+  ChatTemplate,
+  Tokenizer,
+  ToolCall,
+  ToolSpec,
+} from '../../../worker/tokenizer/types.ts';
+import type { SpliceOutcome, SpliceReport, TurnSplice } from '../../common/timeline/call.ts';
+import { locateTurn, sortKeys, type TurnLocation } from './turn-match.ts';
+
+/** An earlier call of the episode: what it generated and the assistant message that became of it. */
+export interface GeneratedTurn {
+  callId: string;
+  generatedIds: readonly number[];
+  assistantMessage: ChatMessage | null;
+}
+
+export interface RenderPromptInput {
+  tokenizer: Tokenizer;
+  template: ChatTemplate;
+  messages: ChatMessage[];
+  tools?: ToolSpec[];
+  enableThinking?: boolean;
+  /** The episode's earlier calls, oldest first. Empty: plain rendering, no splicing. */
+  history: readonly GeneratedTurn[];
+}
+
+export interface RenderedPrompt {
+  /** The template's text (before splicing; spliced turns differ at most in tool-call formatting). */
+  text: string;
+  promptIds: number[];
+  splice: SpliceReport;
+}
+
+export function renderPrompt(input: RenderPromptInput): RenderedPrompt {
+  const { tokenizer, template, messages, tools, enableThinking, history } = input;
+  const text = template.render(messages, { tools, addGenerationPrompt: true, enableThinking });
+  const spans: SplicedSpan[] = [];
+  const turns: TurnSplice[] = [];
+  const used = new Set<string>();
+  const generatedText = memoizedDecode(tokenizer);
+  let cursor = 0;
+
+  messages.forEach((message, messageIndex) => {
+    if (message.role !== 'assistant') return;
+    const ctx = {
+      tokenizer,
+      format: template.toolCallFormat,
+      generatedText,
+      text,
+      cursor,
+      message,
+      history,
+      used,
+    };
+    const turn = spliceTurn(ctx);
+    turns.push({ messageIndex, ...turn.record });
+    if (turn.span) {
+      spans.push(turn.span);
+      used.add(turn.record.callId!);
+      cursor = turn.span.end;
+    }
+  });
+
+  const promptIds: number[] = [];
+  let textStart = 0;
+  for (const span of spans) {
+    promptIds.push(...tokenizer.encode(text.slice(textStart, span.start)), ...span.ids);
+    textStart = span.end;
+  }
+  promptIds.push(...tokenizer.encode(text.slice(textStart)));
+
+  return {
+    text,
+    promptIds,
+    splice: {
+      assistantTurns: turns.length,
+      splicedTurns: turns.filter((t) => t.outcome === 'spliced' || t.outcome === 'spliced-by-text').length,
+      driftPreventedTurns: turns.filter((t) => t.driftPrevented).length,
+      turns,
+    },
+  };
+}
+
+interface SplicedSpan extends TurnLocation {
+  ids: readonly number[];
+}
+
+interface TurnResult {
+  record: Omit<TurnSplice, 'messageIndex'>;
+  span: SplicedSpan | null;
+}
+
+interface TurnContext {
+  tokenizer: Tokenizer;
+  format: ChatTemplate['toolCallFormat'];
+  /** The decoded text of generated ids (special tokens spelled out), decoded once per render. */
+  generatedText: (ids: readonly number[]) => string;
+  text: string;
+  cursor: number;
+  message: ChatMessage;
+  history: readonly GeneratedTurn[];
+  used: ReadonlySet<string>;
+}
+
+function spliceTurn(ctx: TurnContext): TurnResult {
+  const unused = ctx.history.filter((call) => !ctx.used.has(call.callId)).reverse(); // latest first
+  const byMessage = unused.filter(
+    (call) => call.assistantMessage !== null && sameAssistantMessage(call.assistantMessage, ctx.message),
+  );
+  for (const call of byMessage) {
+    const span = locateGeneration(ctx, call);
+    if (span) return spliced(ctx, call, span, 'spliced', 'the turn is the generation of this call');
+  }
+  if (byMessage.length > 0) return rewrittenTurn(ctx, byMessage[0]);
+
+  // Text-level fallback: no call returned this exact message (the client changed its form), but a call's
+  // generated text may still be what was rendered here.
+  for (const call of unused.filter((c) => mentionsMessage(ctx.generatedText(c.generatedIds), ctx.message))) {
+    const span = locateGeneration(ctx, call);
+    if (span)
+      return spliced(ctx, call, span, 'spliced-by-text', 'this call generated the text rendered here');
+  }
+  return notSpliced(null, 'no-generated-call', 'no earlier call of this episode generated this turn');
+}
+
+function spliced(
+  ctx: TurnContext,
+  call: GeneratedTurn,
+  span: SplicedSpan,
+  outcome: 'spliced' | 'spliced-by-text',
+  why: string,
+): TurnResult {
+  // Drift is judged on turns rendered exactly as generated; a normalized turn's text differs anyway.
+  const driftPrevented =
+    !span.normalized && !sameIds(ctx.tokenizer.encode(ctx.text.slice(span.start, span.end)), span.ids);
+  const notes = [
+    span.normalized ? 'tool-call formatting differed, the model’s own tokens were used' : '',
+    driftPrevented ? 're-tokenizing would have drifted' : '',
+  ].filter(Boolean);
+  return {
+    record: {
+      callId: call.callId,
+      outcome,
+      detail: `${why}; its ids were spliced in${notes.length > 0 ? ` (${notes.join('; ')})` : ''}`,
+      driftPrevented,
+      normalized: span.normalized,
+      tokens: span.ids.length,
+    },
+    span,
+  };
+}
+
+function rewrittenTurn(ctx: TurnContext, call: GeneratedTurn): TurnResult {
+  if (call.generatedIds.length === 0) {
+    return notSpliced(call.callId, 'empty-generation', 'the matching call generated no tokens');
+  }
+  const reasoningDropped =
+    call.assistantMessage?.reasoning_content !== undefined && ctx.message.reasoning_content === undefined;
+  const detail = reasoningDropped
+    ? 'the client sent this turn back without its reasoning, so it renders differently from what was generated'
+    : 'the template renders this turn differently from what was generated (e.g. it drops the reasoning of turns before the last user query)';
+  return notSpliced(call.callId, 'template-rewrote-turn', `${detail}; its text was tokenized anew`);
+}
+
+function notSpliced(callId: string | null, outcome: SpliceOutcome, detail: string): TurnResult {
+  return {
+    record: { callId, outcome, detail, driftPrevented: false, normalized: false, tokens: 0 },
+    span: null,
+  };
+}
+
+/**
+ * Finds the call's generation in the rendered text at or after the cursor. When the template ends the turn with
+ * another end token than the one generated (or the generation was cut before it), the generation without its final
+ * end-of-turn token is tried, and the template's own end token is tokenized with the text that follows.
+ */
+function locateGeneration(ctx: TurnContext, call: GeneratedTurn): SplicedSpan | null {
+  const candidates = [call.generatedIds];
+  const last = call.generatedIds.at(-1);
+  if (last !== undefined && ctx.tokenizer.eosTokenIds.includes(last))
+    candidates.push(call.generatedIds.slice(0, -1));
+  for (const ids of candidates) {
+    const location = locateTurn(ctx.text, ctx.cursor, ctx.generatedText(ids), ctx.format);
+    if (location) return { ...location, ids };
+  }
+  return null;
+}
+
+/** Same content and same tool calls (arguments compared as JSON when they parse); ids and reasoning are not compared. */
+export function sameAssistantMessage(a: ChatMessage, b: ChatMessage): boolean {
+  if (a.role !== 'assistant' || b.role !== 'assistant') return false;
+  if ((a.content ?? '') !== (b.content ?? '')) return false;
+  const callsA = a.tool_calls ?? [];
+  const callsB = b.tool_calls ?? [];
+  return callsA.length === callsB.length && callsA.every((call, i) => sameToolCall(call, callsB[i]));
+}
+
+function sameToolCall(a: ToolCall, b: ToolCall): boolean {
+  return (
+    a.function.name === b.function.name &&
+    canonicalJson(a.function.arguments) === canonicalJson(b.function.arguments)
+  );
+}
+
+function canonicalJson(text: string): string {
+  try {
+    return JSON.stringify(sortKeys(JSON.parse(text)));
+  } catch {
+    return text;
+  }
+}
+
+/** Whether a generation contains the message's content and names its tool calls (text-fallback candidates). */
+function mentionsMessage(generated: string, message: ChatMessage): boolean {
+  const content = message.content ?? '';
+  const names = (message.tool_calls ?? []).map((c) => c.function.name);
+  if (content === '' && names.length === 0) return false;
+  return generated.includes(content) && names.every((name) => generated.includes(name));
+}
+
+function memoizedDecode(tokenizer: Tokenizer): (ids: readonly number[]) => string {
+  const cache = new Map<readonly number[], string>();
+  return (ids) => {
+    let text = cache.get(ids);
+    if (text === undefined) {
+      text = tokenizer.decode([...ids]);
+      cache.set(ids, text);
+    }
+    return text;
+  };
+}
+
+function sameIds(a: readonly number[], b: readonly number[]): boolean {
+  return a.length === b.length && a.every((id, i) => id === b[i]);
+}
