@@ -3,6 +3,7 @@
  * Pure types and zod schemas: no Node APIs here.
  */
 import { z } from 'zod';
+import type { RunnerEvent } from './runner-api.ts';
 
 export const roleSchema = z.enum(['server', 'client']);
 export type Role = z.infer<typeof roleSchema>;
@@ -38,7 +39,37 @@ export interface StatusPayload {
 /** Messages pushed over the control API's WebSocket (`/api/events`). */
 export type ServerEvent =
   | { type: 'status'; data: StatusPayload }
-  | { type: 'log'; data: { level: 'debug' | 'info' | 'warn' | 'error'; msg: string; time: string } };
+  | { type: 'log'; data: { level: 'debug' | 'info' | 'warn' | 'error'; msg: string; time: string } }
+  | RunnerEvent
+  | { type: 'train-step'; data: TrainStepSummary };
+
+/** One optimizer step of a hosted model's training loop (GET /api/models/:name/steps, `train-step` events). */
+export interface TrainStepSummary {
+  model: string;
+  step: number;
+  /** The policy version the step produced. */
+  policyVersion: number;
+  /** ISO time the step finished. */
+  time: string;
+  groups: number;
+  episodes: number;
+  /** Samples handed to the engine (timelines, or calls in naive mode). */
+  samples: number;
+  rewardMean: number;
+  metrics: {
+    loss: number;
+    clipFraction: number;
+    kl: number;
+    entropy: number;
+    gradNorm: number;
+    tokens: number;
+    trainedTokens: number;
+    microBatches: number;
+    timeMs: number;
+  };
+  /** The checkpoint folder written after this step, if any. */
+  checkpoint: string | null;
+}
 
 /** Every control-API error body. */
 export interface ApiErrorBody {

@@ -23,7 +23,7 @@ describe('PeerRuntime', () => {
     const peer = await startPeer();
     const anonymous = await fetch(`${peer.urls.api}/status`);
     expect(anonymous.status).toBe(401);
-    expect((await anonymous.json()).error.name).toBe('AuthenticationError');
+    expect(((await anonymous.json()) as { error: { name: string } }).error.name).toBe('AuthenticationError');
 
     const wrong = await fetch(`${peer.urls.api}/status`, { headers: { authorization: 'Bearer nope' } });
     expect(wrong.status).toBe(401);
@@ -38,7 +38,7 @@ describe('PeerRuntime', () => {
     const peer = await startPeer();
     const res = await fetch(`${peer.urls.api}/nothing-here`, { headers: { authorization: `Bearer ${peer.token}` } });
     expect(res.status).toBe(404);
-    expect((await res.json()).error.name).toBe('NotFoundError');
+    expect(((await res.json()) as { error: { name: string } }).error.name).toBe('NotFoundError');
   });
 
   it('pushes status over the WebSocket and refuses a wrong token', async () => {

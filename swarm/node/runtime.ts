@@ -13,9 +13,17 @@ import { EventHub } from './control/events.ts';
 import { createControlRouter, type ControlRouter } from './control/routes.ts';
 import { createHttpServer, listen, type Mount } from './http/server.ts';
 import { loadOrCreateIdentity, type NodeIdentity } from './identity.ts';
+import type { HostedModelSpec } from './models/model-host.ts';
+import { startServing, type Serving, type ServingInit } from './models/serving.ts';
 import { createLogger, type Logger, type LogLevel } from './log.ts';
 import { dataPaths, type DataPaths } from './paths.ts';
 import { openStore, schemaVersion } from './store/db.ts';
+import type { ClientRunner } from './runner/runner.ts';
+import { startClientRunner } from './runner/service.ts';
+import { startTrainingService, type TrainingService } from './training/service.ts';
+import { startP2pService, type P2pService } from './p2p/service.ts';
+import { resolveP2p, type P2pOptions } from './p2p/settings.ts';
+import { sqliteTrainingStore } from './training/sqlite-training-store.ts';
 import { APP_VERSION } from './version.ts';
 
 export const DEFAULT_PORT = 8470;
@@ -30,6 +38,14 @@ export interface PeerOptions {
   consoleLogLevel?: LogLevel | 'silent';
   /** The built UI; defaults to renderer/dist of this checkout. */
   uiRoot?: string;
+  /** Models to host (swarm server role); see models/model-spec.ts for how CLI and config files make these. */
+  models?: HostedModelSpec[];
+  /** Tests and benchmarks may start engines in-process instead of in worker threads. */
+  startEngine?: ServingInit['startEngine'];
+  /** Training-loop settings for every hosted model (training/config.ts documents them and their defaults). */
+  training?: { config?: unknown; perModel?: Record<string, unknown>; autoStart?: boolean };
+  /** The swarm over libp2p; off unless a swarm token is given here or stored by `agentjet swarm join`. */
+  p2p?: P2pOptions;
 }
 
 export interface PeerUrls {
@@ -48,13 +64,21 @@ export class PeerRuntime {
   readonly control: ControlRouter;
   urls!: PeerUrls;
   port = 0;
+  /** Hosted models, episodes and the gateway. */
+  serving!: Serving;
+  /** Attached agent scripts (swarm client role), run against episodes of the swarm protocol. */
+  runner!: ClientRunner;
+  /** One GRPO training loop per hosted model. */
+  training!: TrainingService;
+  /** The libp2p node and swarm relays; undefined when no swarm is configured. */
+  p2p: P2pService | undefined;
   private stopping: Promise<void> | undefined;
   private server!: Server;
   /** Extra status providers (models, p2p) registered by the services that own them. */
   private readonly statusParts: ((status: StatusPayload) => void)[] = [];
 
   private constructor(
-    readonly options: Required<Omit<PeerOptions, 'uiRoot'>> & { uiRoot: string },
+    readonly options: Required<Omit<PeerOptions, 'uiRoot' | 'models' | 'startEngine' | 'training' | 'p2p'>> & { uiRoot: string },
     readonly paths: DataPaths,
     readonly identity: NodeIdentity,
     readonly db: Database,
@@ -83,12 +107,42 @@ export class PeerRuntime {
     };
     const runtime = new PeerRuntime(resolved, paths, identity, db, log);
     try {
+      await runtime.startServices(options);
       await runtime.listen();
+      // Scripts attached before the last stop start again once the swarm protocol answers.
+      void runtime.runner.restore();
     } catch (err) {
       await runtime.stop();
       throw err;
     }
     return runtime;
+  }
+
+  /** The services this peer runs, each registering its routes, status part and closer. */
+  private async startServices(options: PeerOptions) {
+    this.serving = await startServing({
+      models: options.models ?? [],
+      startEngine: options.startEngine,
+      db: this.db,
+      log: this.log,
+      secret: this.identity.secret,
+      nodeId: this.identity.nodeId,
+      controlToken: this.token,
+      gatewayUrl: () => this.urls.gateway,
+      mounts: this.mounts,
+      control: this.control,
+      addStatusPart: (part) => this.addStatusPart(part),
+    });
+    this.onStop(() => this.serving.close());
+    this.training = await startTrainingService({
+      runtime: this,
+      host: this.serving.models,
+      store: sqliteTrainingStore(this.db),
+      ...options.training,
+    });
+    this.runner = startClientRunner(this);
+    const p2p = resolveP2p(this.paths.p2p, options.p2p);
+    if (p2p) this.p2p = await startP2pService(this, p2p);
   }
 
   private async listen() {

@@ -89,6 +89,11 @@ export interface TokenLogprob {
   logprob: number;
 }
 
+/**
+ * `logprob` is log_softmax(logits / T)[id] over the full vocabulary, T being the sampling temperature (T = 1 when
+ * greedy); top-k / top-p truncation is not reflected. It is what the trainer computes at `TrainOptions.temperature`
+ * (default 1): sample at temperature 1, or train at the sampling temperature, for exact PPO ratios.
+ */
 export interface GeneratedToken extends TokenLogprob {
   /** Alternatives of the sampled distribution, best first (when topLogprobs > 0). */
   top?: TokenLogprob[];
@@ -120,14 +125,27 @@ export interface TrainOptions {
   clipHigh: number;
   /** Weight of the k3 KL estimate against the frozen reference; 0 disables it. */
   klCoef: number;
-  /** token-sum: sum over tokens / number of samples; token-mean: mean over all masked tokens in the batch. */
+  /** token-sum: sum over tokens / `lossDivisor`; token-mean: mean over all masked tokens in the batch. */
   normalization: 'token-sum' | 'token-mean';
+  /**
+   * The constant the token-sum loss is divided by (ignored by token-mean). The training loop passes the number of
+   * episodes in the batch, so merged and naive packings of the same episodes give identical updates. Default: the
+   * number of samples (backwards compatible).
+   */
+  lossDivisor?: number;
   /** Micro-batches are packed up to this many tokens; gradients accumulate across them. */
   microBatchTokens: number;
   learningRate: number;
   weightDecay: number;
   maxGradNorm: number;
+  /** Logits are divided by this before log-softmax in training (match the sampling temperature). Default 1. */
+  temperature?: number;
+  /** Learning-rate schedule over optimizer steps; default constant. */
+  schedule?: LrSchedule;
 }
+
+/** Learning rate over optimizer steps: constant, or linear warmup then cosine decay to learningRate·minRatio. */
+export type LrSchedule = { kind: 'constant' } | { kind: 'warmup-cosine'; warmupSteps: number; totalSteps: number; minRatio: number };
 
 export interface TrainMetrics {
   loss: number;

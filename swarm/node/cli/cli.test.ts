@@ -64,7 +64,7 @@ describe('agentjet CLI', () => {
 
     const res = await fetch(`${peer.ready.apiUrl}/status`, { headers: { authorization: `Bearer ${peer.ready.token}` } });
     expect(res.status).toBe(200);
-    const status = await res.json();
+    const status = (await res.json()) as { nodeId: string; dataDir: string };
     expect(status.nodeId).toBe(peer.ready.nodeId);
     expect(status.dataDir).toBe(dataDir);
     expect(existsSync(join(dataDir, 'agentjet.sqlite'))).toBe(true);

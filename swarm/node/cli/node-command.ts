@@ -1,12 +1,29 @@
-/** `agentjet node`: runs the peer runtime headless until SIGINT/SIGTERM. */
+/**
+ * `agentjet node` and `agentjet serve`: run the peer runtime headless until SIGINT/SIGTERM. `serve` is `node` with
+ * at least one hosted model (`--model`, or `models:` in `--config FILE`).
+ */
 import { resolve } from 'node:path';
 import { PeerRuntime, DEFAULT_PORT, DEFAULT_HOST } from '../runtime.ts';
 import { PortInUseError } from '../http/server.ts';
 import { defaultDataDir } from '../paths.ts';
-import { parsePort, UsageError, type Command } from './command.ts';
+import { parsePort, UsageError, type Command, type OptionValues } from './command.ts';
 import type { LogLevel } from '../log.ts';
+import { ModelSpecError, type HostedModelSpec } from '../models/model-host.ts';
+import { resolveModelSpecs, type ModelEntry } from '../models/model-spec.ts';
+import { ConfigFileError, readConfigFile, type PeerConfig } from './config-file.ts';
+import type { P2pOptions } from '../p2p/settings.ts';
 
 const logLevels = ['debug', 'info', 'warn', 'error', 'silent'] as const;
+
+const modelOptionsUsage = `  --model M         host a model: builtin:tiny or a Hugging Face model folder (repeatable)
+  --alias NAME=M    another name clients may use for model M (repeatable)
+  --config FILE     JSON or YAML config (port, host, dataDir, logLevel, models, aliases); flags override it`;
+
+const p2pOptionsUsage = `  --swarm-token T   join this private swarm (default: the token stored by agentjet swarm join; none = no p2p)
+  --no-p2p          stay off the swarm even with a stored token
+  --listen ADDR     libp2p multiaddr to listen on (repeatable; default TCP and WebSockets, any free port)
+  --bootstrap ADDR  peer multiaddr (with /p2p/<id>) to dial at start, beyond the token's (repeatable)
+  --mirror MODEL    fetch and keep the weights swarm peers publish for MODEL ('*' = every model; repeatable)`;
 
 export const nodeCommand: Command = {
   name: 'node',
@@ -18,42 +35,141 @@ Options:
   --host ADDR       address to listen on (default ${DEFAULT_HOST})
   --data-dir DIR    where the store, identity and checkpoints live (default: ${defaultDataDir()})
   --log-level L     console log level: ${logLevels.join(', ')} (default info)
-  --json            print one JSON line {"event":"ready",…} when ready (for scripts and tests)`,
-  options: {
+  --json            print one JSON line {"event":"ready",…} when ready (for scripts and tests)
+${modelOptionsUsage}
+${p2pOptionsUsage}`,
+  options: peerOptions(),
+  run: (values) => runPeer(values, { requireModels: false }),
+};
+
+export const serveCommand: Command = {
+  name: 'serve',
+  summary: 'host models: the OpenAI-compatible gateway and episodes for agents (the peer with models)',
+  usage: `agentjet serve --model <hf-folder|builtin:tiny> [--model …] [options]
+
+Options:
+${modelOptionsUsage}
+  --port N          port for the UI, control API and gateway (default ${DEFAULT_PORT}; 0 = any free port)
+  --host ADDR       address to listen on (default ${DEFAULT_HOST})
+  --data-dir DIR    where the store, identity and checkpoints live (default: ${defaultDataDir()})
+  --log-level L     console log level: ${logLevels.join(', ')} (default info)
+  --json            print one JSON line {"event":"ready",…} when ready (for scripts and tests)
+${p2pOptionsUsage}`,
+  options: peerOptions(),
+  run: (values) => runPeer(values, { requireModels: true }),
+};
+
+function peerOptions(): Command['options'] {
+  return {
     port: { type: 'string' },
     host: { type: 'string' },
     'data-dir': { type: 'string' },
     'log-level': { type: 'string' },
     json: { type: 'boolean' },
-  },
-  async run(values) {
-    const port = parsePort(values.port as string | undefined, DEFAULT_PORT);
-    const logLevel = (values['log-level'] as string | undefined) ?? 'info';
-    if (!(logLevels as readonly string[]).includes(logLevel)) {
-      throw new UsageError(`--log-level must be one of ${logLevels.join(', ')}, got "${logLevel}"`);
-    }
-    const dataDir = values['data-dir'] ? resolve(values['data-dir'] as string) : defaultDataDir();
-    let runtime: PeerRuntime;
+    model: { type: 'string', multiple: true },
+    alias: { type: 'string', multiple: true },
+    config: { type: 'string' },
+    'swarm-token': { type: 'string' },
+    'no-p2p': { type: 'boolean' },
+    listen: { type: 'string', multiple: true },
+    bootstrap: { type: 'string', multiple: true },
+    mirror: { type: 'string', multiple: true },
+  };
+}
+
+/** The swarm flags; p2p itself stays off unless a token is given or stored (p2p/settings.ts). */
+function p2pOptions(values: OptionValues): P2pOptions {
+  return {
+    enabled: values['no-p2p'] === true ? false : undefined,
+    swarmToken: values['swarm-token'] as string | undefined,
+    listen: values.listen as string[] | undefined,
+    bootstrap: values.bootstrap as string[] | undefined,
+    mirror: values.mirror as string[] | undefined,
+  };
+}
+
+interface PeerSettings {
+  port: number;
+  host: string;
+  dataDir: string;
+  logLevel: LogLevel | 'silent';
+  models: HostedModelSpec[];
+}
+
+/** Config file first, flags over it; every mistake is a UsageError (exit 2) that names what is wrong. */
+function resolveSettings(values: OptionValues): PeerSettings {
+  let config: PeerConfig = { baseDir: process.cwd() };
+  if (values.config !== undefined) {
     try {
-      runtime = await PeerRuntime.start({
-        dataDir,
-        port,
-        host: (values.host as string | undefined) ?? DEFAULT_HOST,
-        consoleLogLevel: logLevel as LogLevel | 'silent',
-      });
+      config = readConfigFile(values.config as string);
     } catch (err) {
-      if (err instanceof PortInUseError) {
-        process.stderr.write(`agentjet: ${err.message}\n`);
-        return 1;
-      }
+      if (err instanceof ConfigFileError) throw new UsageError(err.message);
       throw err;
     }
-    printReady(runtime, values.json === true);
-    await waitForSignal();
+  }
+  const port = values.port !== undefined ? parsePort(values.port as string, DEFAULT_PORT) : (config.port ?? DEFAULT_PORT);
+  const logLevel = (values['log-level'] as string | undefined) ?? config.logLevel ?? 'info';
+  if (!(logLevels as readonly string[]).includes(logLevel)) {
+    throw new UsageError(`--log-level must be one of ${logLevels.join(', ')}, got "${logLevel}"`);
+  }
+  const dataDir = values['data-dir']
+    ? resolve(values['data-dir'] as string)
+    : config.dataDir
+      ? resolve(config.baseDir, config.dataDir)
+      : defaultDataDir();
+  const flagModels = (values.model as string[] | undefined) ?? [];
+  // Models from flags are relative to the working directory, those from the file to the file's folder.
+  const entries: ModelEntry[] = flagModels.length
+    ? flagModels.map((source) => ({ source: resolveSource(source, process.cwd()) }))
+    : (config.models ?? []).map((entry) => ({ ...entry, source: resolveSource(entry.source, config.baseDir) }));
+  const aliases = [...Object.entries(config.aliases ?? {}).map(([name, model]) => `${name}=${model}`), ...((values.alias as string[] | undefined) ?? [])];
+  let models: HostedModelSpec[];
+  try {
+    models = resolveModelSpecs(entries, aliases);
+  } catch (err) {
+    if (err instanceof ModelSpecError) throw new UsageError(err.message);
+    throw err;
+  }
+  return { port, host: (values.host as string | undefined) ?? config.host ?? DEFAULT_HOST, dataDir, logLevel: logLevel as LogLevel | 'silent', models };
+}
+
+function resolveSource(source: string, baseDir: string): string {
+  return source.startsWith('builtin:') ? source : resolve(baseDir, source);
+}
+
+async function runPeer(values: OptionValues, { requireModels }: { requireModels: boolean }): Promise<number> {
+  const settings = resolveSettings(values);
+  if (requireModels && settings.models.length === 0) {
+    throw new UsageError('no model to serve: add --model builtin:tiny (or a model folder), or models: in --config FILE');
+  }
+  let runtime: PeerRuntime;
+  try {
+    runtime = await PeerRuntime.start({
+      dataDir: settings.dataDir,
+      port: settings.port,
+      host: settings.host,
+      consoleLogLevel: settings.logLevel,
+      models: settings.models,
+      p2p: p2pOptions(values),
+    });
+  } catch (err) {
+    if (err instanceof PortInUseError) {
+      process.stderr.write(`agentjet: ${err.message}\n`);
+      return 1;
+    }
+    throw err;
+  }
+  const failed = runtime.serving.models.models.filter((m) => m.state === 'failed');
+  if (failed.length > 0) {
+    for (const model of failed) process.stderr.write(`agentjet: model "${model.name}" failed to load: ${model.error}\n`);
     await runtime.stop();
-    return 0;
-  },
-};
+    return 1;
+  }
+  printReady(runtime, values.json === true);
+  await waitForSignal();
+  await runtime.stop();
+  return 0;
+}
 
 function printReady(runtime: PeerRuntime, json: boolean) {
   if (json) {
@@ -66,6 +182,8 @@ function printReady(runtime: PeerRuntime, json: boolean) {
       token: runtime.token,
       dataDir: runtime.paths.dataDir,
       nodeId: runtime.identity.nodeId,
+      models: runtime.serving.models.models.map((m) => ({ name: m.name, aliases: m.aliases, state: m.state })),
+      p2p: runtime.p2p ? { peerId: runtime.p2p.node.peerId, swarm: runtime.p2p.node.swarmName, addresses: runtime.p2p.node.multiaddrs() } : null,
     };
     process.stdout.write(JSON.stringify(ready) + '\n');
     return;
@@ -76,6 +194,8 @@ function printReady(runtime: PeerRuntime, json: boolean) {
       `  UI:          ${runtime.urls.ui}`,
       `  control API: ${runtime.urls.api}   (Authorization: Bearer ${runtime.token})`,
       `  gateway:     ${runtime.urls.gateway}`,
+      ...(runtime.p2p ? [`  swarm:       ${runtime.p2p.node.swarmName} as ${runtime.p2p.node.peerId}`] : []),
+      ...runtime.serving.models.models.map((m) => `  model:       ${m.name}${m.aliases.length ? ` (aliases: ${m.aliases.join(', ')})` : ''} — ${m.state}, backend ${m.status().backend}`),
       'Press Ctrl+C to stop.',
       '',
     ].join('\n'),

@@ -49,16 +49,32 @@ export class PeerClient {
   }
 
   /** GET a control-API path (below /api); the peer's error becomes a PeerRequestError. */
-  async get<T>(path: string): Promise<T> {
+  get<T>(path: string): Promise<T> {
+    return this.request<T>('GET', path);
+  }
+
+  /** Any control-API call (path below /api), with an optional JSON body. */
+  async request<T>(method: string, path: string, body?: unknown): Promise<T> {
     let res: Response;
     try {
-      res = await fetch(`${this.apiUrl}${path}`, { headers: { authorization: `Bearer ${this.token}` } });
+      res = await fetch(`${this.apiUrl}${path}`, {
+        method,
+        headers: {
+          authorization: `Bearer ${this.token}`,
+          ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+        },
+        body: body === undefined ? undefined : JSON.stringify(body),
+      });
     } catch {
       throw new PeerNotRunningError(`the peer at ${this.apiUrl} does not answer; it may have stopped (start it with \`agentjet serve\`)`);
     }
-    const body = (await res.json().catch(() => null)) as { error?: { name: string; message: string } } | null;
-    if (!res.ok) throw new PeerRequestError(res.status, body?.error?.name ?? 'HttpError', body?.error?.message ?? `HTTP ${res.status}`);
-    return body as T;
+    const json = (await res.json().catch(() => null)) as { error?: { name: string; message: string } } | null;
+    if (!res.ok) {
+      const name = json?.error?.name ?? 'HttpError';
+      // The peer's error name (ModelAliasError, TaskSourceError, …) is what a user searches for: keep it in the line.
+      throw new PeerRequestError(res.status, name, `${name}: ${json?.error?.message ?? `HTTP ${res.status}`}`);
+    }
+    return json as T;
   }
 }
 

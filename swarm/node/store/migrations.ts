@@ -108,8 +108,9 @@ export const migrations: Migration[] = [
     version: 3,
     name: 'client runner: script versions and runs',
     up: (db) => {
-      // One row per attached script version (hot swap keeps them all), and one per run of a script: its episode
-      // ids (a team has several), the content hash that ran, the outcome and the bounded stdout/stderr.
+      // One row per attached script version (hot swap keeps them all), one per run of a script (its episode ids —
+      // a team has several —, the content hash that ran, the outcome, the bounded stdout/stderr), and the current
+      // attachments.
       db.exec(`
         CREATE TABLE client_scripts (
           name TEXT NOT NULL,
@@ -139,6 +140,17 @@ export const migrations: Migration[] = [
           ended_at TEXT NOT NULL
         );
         CREATE INDEX client_runs_by_client ON client_runs (client, id);
+        -- What is attached now, so a restarted peer picks its scripts up again (state: running, paused,
+        -- broken, finished, detached; file: the snapshot of the current version).
+        CREATE TABLE client_attachments (
+          name TEXT PRIMARY KEY,
+          version INTEGER NOT NULL,
+          file TEXT NOT NULL,
+          options TEXT NOT NULL,
+          state TEXT NOT NULL,
+          reason TEXT,
+          updated_at TEXT NOT NULL
+        );
       `);
     },
   },

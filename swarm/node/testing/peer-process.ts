@@ -71,7 +71,7 @@ export async function startPeerProcess(args: string[], timeoutMs = 60_000): Prom
     ready,
     stderr: () => stderr,
     async stop() {
-      if (child.exitCode !== null) return child.exitCode;
+      if (child.exitCode !== null || child.signalCode !== null) return child.exitCode;
       child.kill('SIGTERM');
       const [code] = (await once(child, 'exit')) as [number | null];
       return code;

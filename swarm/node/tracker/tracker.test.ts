@@ -93,6 +93,41 @@ describe('context tracker with the real Qwen3 tokenizer and template', () => {
     expect(merge.savings.mergeRate).toBe(1);
   });
 
+  it('matches repeated identical answers to their own calls, so an episode of same-text turns stays one timeline', () => {
+    const { tokenizer, template } = loadQwen3();
+    const tracker = newTracker();
+    const messages: ChatMessage[] = [
+      { role: 'system', content: 'Confirm each step.' },
+      { role: 'user', content: 'Step 1.' },
+    ];
+    // The same text every turn, emitted in other pieces each time (a sampler's split, a random model's bytes).
+    const cuts = [[], [2], [6], [1, 7], [3, 9]];
+    for (const [turn, cutAt] of cuts.entries()) {
+      const call = scriptedCall(tracker, [...messages], { content: 'Sure, done.', cutAt });
+      messages.push(call.assistantMessage!, { role: 'user', content: `Step ${turn + 2}.` });
+    }
+    const generated = tracker.calls.map((c) => c.generatedIds.join(','));
+    expect(new Set(generated).size).toBe(cuts.length);
+    expect(tokenizer.decode(tracker.calls[3].generatedIds)).toBe(tokenizer.decode(tracker.calls[0].generatedIds));
+
+    // Assistant turn k of every request is spliced with call k's own ids.
+    for (const call of tracker.calls) {
+      expect(call.splice.turns.map((t) => [t.outcome, t.callId])).toEqual(
+        tracker.calls.slice(0, call.index).map((earlier) => ['spliced', earlier.callId]),
+      );
+    }
+    const merge = tracker.merge();
+    expect(merge.timelines).toHaveLength(1);
+    expect(merge.decisions.slice(1).every((d) => d.reason === 'extends-timeline')).toBe(true);
+    expect(merge.savings.mergeRate).toBe(1);
+
+    // Without the calls' prompt ids, the order of the calls alone still matches each turn to its own call.
+    const history = tracker.calls.map(({ callId, generatedIds, assistantMessage }) => ({ callId, generatedIds, assistantMessage }));
+    const byOrder = renderPrompt({ tokenizer, template, messages, history });
+    expect(byOrder.splice.turns.map((t) => t.callId)).toEqual(tracker.calls.map((c) => c.callId));
+    expect(byOrder.promptIds).toEqual(tracker.render(messages).promptIds);
+  });
+
   it('keeps a tool episode on one timeline when the template re-formats the tool-call JSON the model wrote', () => {
     const { tokenizer, template } = loadQwen3();
     const tracker = newTracker();

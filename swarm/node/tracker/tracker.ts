@@ -83,6 +83,7 @@ export class EpisodeTracker {
   render(messages: ChatMessage[], options: RenderOptions = {}): RenderedPrompt {
     const history = this.recorded.map((call) => ({
       callId: call.callId,
+      promptIds: call.promptIds,
       generatedIds: call.generatedIds,
       assistantMessage: call.assistantMessage,
     }));

@@ -1,0 +1,140 @@
+/**
+ * The trainer engine's core, timed: peak matmul throughput of the backend, training throughput and MFU, and
+ * decoding with and without the KV cache, alone and batched. About a minute on a 2-core machine.
+ *
+ * MFU uses the 6·N·tokens rule (forward 2N + backward 4N FLOPs per token, N = all parameters); attention's
+ * T-dependent FLOPs are reported separately (`train_mfu_with_attention`, adding PaLM's 12·L·d·T per token).
+ * Peak = the best of several 1024³ matmuls on the same backend.
+ */
+import * as tf from '@tensorflow/tfjs';
+import type { DecoderConfig, SamplingParams } from '../worker/common/engine.ts';
+import { createEngineFromWeights } from '../worker/engine.ts';
+import { countParameters, forward, fuseWeights, initWeights, toParams } from '../worker/model.ts';
+import { type BenchContext, formatTable } from './report.ts';
+
+const BENCH_CONFIG: DecoderConfig = {
+  model_type: 'qwen3',
+  vocab_size: 264,
+  hidden_size: 256,
+  num_hidden_layers: 4,
+  num_attention_heads: 8,
+  num_key_value_heads: 4,
+  head_dim: 32,
+  intermediate_size: 768,
+  max_position_embeddings: 256,
+  rope_theta: 10000,
+  rms_norm_eps: 1e-6,
+  tie_word_embeddings: true,
+  qk_norm: true,
+  attention_bias: false,
+};
+
+const greedy = (maxTokens: number): SamplingParams => ({ maxTokens, temperature: 0, topP: 1, topK: 0, stopTokenIds: [], stopStrings: [], topLogprobs: 0 });
+
+function peakMatmulGflops(): number {
+  const n = 1024;
+  const a = tf.randomNormal([n, n]);
+  const b = tf.randomNormal([n, n]);
+  let best = Infinity;
+  for (let i = 0; i < 6; i++) {
+    const t0 = performance.now();
+    const c = tf.matMul(a, b);
+    c.dataSync();
+    best = Math.min(best, performance.now() - t0);
+    c.dispose();
+  }
+  a.dispose();
+  b.dispose();
+  return (2 * n ** 3) / (best / 1000) / 1e9;
+}
+
+export default async function modelBench(ctx: BenchContext): Promise<Record<string, unknown>> {
+  const cfg = BENCH_CONFIG;
+  const params = countParameters(cfg);
+  const engine = await createEngineFromWeights({ name: 'bench', config: cfg, weights: initWeights(cfg, 1), tokenizer: null, seed: 1 });
+  const backend = engine.info.backend.name;
+  ctx.log(`model: ${cfg.num_hidden_layers} layers, d=${cfg.hidden_size}, heads ${cfg.num_attention_heads}/${cfg.num_key_value_heads}, ff ${cfg.intermediate_size}, vocab ${cfg.vocab_size}, context ${cfg.max_position_embeddings}, ${(params / 1e6).toFixed(2)}M params; backend ${backend}`);
+
+  const gflops = peakMatmulGflops();
+  ctx.log(`peak matmul: ${gflops.toFixed(1)} GFLOP/s`);
+
+  // Training: 8 rows × 256 tokens per step, one micro-batch.
+  const rows = 8;
+  const seqLen = cfg.max_position_embeddings;
+  const samples = Array.from({ length: rows }, (_, r) => {
+    const tokens = Array.from({ length: seqLen }, (_, i) => (r * 31 + i * 7) % 256);
+    return { tokens, lossMask: tokens.map((_, i) => (i > 0 ? 1 : 0)), advantages: tokens.map((_, i) => ((i + r) % 3) - 1), oldLogprobs: tokens.map(() => -5.5) };
+  });
+  const trainOpts = { loss: 'ppo' as const, microBatchTokens: rows * seqLen, learningRate: 1e-4 };
+  await engine.trainStep(samples, trainOpts); // warm-up
+  const steps = 2;
+  let trainMs = 0;
+  for (let i = 0; i < steps; i++) trainMs += (await engine.trainStep(samples, trainOpts)).timeMs;
+  const trainTokensPerS = (steps * rows * seqLen) / (trainMs / 1000);
+  const flopsPerToken = 6 * params;
+  const attnFlopsPerToken = 12 * cfg.num_hidden_layers * cfg.num_attention_heads * cfg.head_dim * seqLen;
+  const trainMfu = (flopsPerToken * trainTokensPerS) / (gflops * 1e9);
+  const trainMfuWithAttention = ((flopsPerToken + attnFlopsPerToken) * trainTokensPerS) / (gflops * 1e9);
+  ctx.log(`train: ${(trainMs / steps).toFixed(0)} ms/step, ${trainTokensPerS.toFixed(0)} tokens/s`);
+
+  // Decoding positions 96..159 of one sequence, with the KV cache (engine) and without (full forward per token).
+  const prompt = Array.from({ length: 96 }, (_, i) => (i * 13) % 256);
+  const newTokens = 64;
+  await engine.generate({ promptIds: prompt, sampling: greedy(4) }); // warm-up
+  const cached = await engine.generate({ promptIds: prompt, sampling: greedy(newTokens) });
+  const cachedTps = cached.tokens.length / (cached.timings.decodeMs / 1000);
+
+  const p = toParams(initWeights(cfg, 1));
+  const w = fuseWeights(cfg, p);
+  const seq = [...prompt];
+  const uncachedSteps = 16;
+  const t0 = performance.now();
+  for (let i = 0; i < uncachedSteps; i++) {
+    const logits = tf.tidy(() => tf.slice(forward(cfg, w, Int32Array.from(seq), 1, seq.length), [seq.length - 1, 0], [1, cfg.vocab_size]));
+    const row = logits.dataSync();
+    logits.dispose();
+    let best = 0;
+    for (let j = 1; j < row.length; j++) if (row[j] > row[best]) best = j;
+    seq.push(best);
+  }
+  const uncachedTps = uncachedSteps / ((performance.now() - t0) / 1000);
+
+  // Batched decoding: 8 concurrent requests vs one alone (aggregate tokens/s). Short prompts keep prefill out of
+  // the comparison; best of two rounds each, interleaved, because a shared machine's load drifts.
+  const batch = 8;
+  const short = (i: number) => Array.from({ length: 8 }, (_, j) => (i * 17 + j * 5) % 256);
+  let batchedTps = 0;
+  let aloneTps = 0;
+  for (let round = 0; round < 2; round++) {
+    const batchStart = performance.now();
+    const results = await Promise.all(Array.from({ length: batch }, (_, i) => engine.generate({ promptIds: short(i), sampling: greedy(newTokens) })));
+    batchedTps = Math.max(batchedTps, results.reduce((a, r) => a + r.tokens.length, 0) / ((performance.now() - batchStart) / 1000));
+    const aloneStart = performance.now();
+    const alone = await engine.generate({ promptIds: short(0), sampling: greedy(newTokens) });
+    aloneTps = Math.max(aloneTps, alone.tokens.length / ((performance.now() - aloneStart) / 1000));
+  }
+  await engine.close();
+
+  const result = {
+    backend,
+    params,
+    matmul_gflops: round(gflops),
+    train_tokens_per_s: round(trainTokensPerS),
+    train_mfu: round(trainMfu, 3),
+    train_mfu_with_attention: round(trainMfuWithAttention, 3),
+    mfu_flops: '6·N per token (N = all parameters); with_attention adds 12·L·d·T',
+    decode_tokens_per_s_cached: round(cachedTps),
+    decode_tokens_per_s_uncached: round(uncachedTps),
+    kv_cache_speedup: round(cachedTps / uncachedTps, 2),
+    batched_decode_tokens_per_s_8: round(batchedTps),
+    batched_decode_speedup_8: round(batchedTps / aloneTps, 2),
+  };
+  const table = Object.entries(result).map(([metric, value]) => ({ metric, value }));
+  process.stdout.write(formatTable(table) + '\n');
+  return result;
+}
+
+function round(x: number, digits = 1): number {
+  const f = 10 ** digits;
+  return Math.round(x * f) / f;
+}

@@ -1,0 +1,132 @@
+/**
+ * p2p throughput and latency, two node processes on loopback in one private swarm:
+ * - weights_mb_per_s: a blob fetched through /agentjet/weights/1 (pnet + noise + yamux, per-chunk and
+ *   whole-blob sha256, written to disk), publisher and fetcher in separate processes;
+ * - raw_tcp_mb_per_s: the same bytes over a plain loopback TCP socket between two processes;
+ * - libp2p_stream_mb_per_s: the same bytes over a bare libp2p stream (same transport stack, no agentjet
+ *   protocol), to tell the protocol's cost from the transport's;
+ * - weights_vs_raw: weights / raw TCP (target ≥ 0.5);
+ * - infer_frame_rtt_ms_p50: one request → one frame over /agentjet/infer/1, median of many.
+ * Not measured here (needs the gateway and a model): relay overhead and LoRA-delta sizes.
+ *
+ * Args: --mb=N (blob size, default 64), --rtt=N (infer round trips, default 200), --open (no pnet key).
+ */
+import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { createServer } from 'node:net';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { generateSwarmKey } from '../p2p/swarm-token/token.ts';
+import { startPeerProcess } from '../p2p/testing/peer-processes.ts';
+import type { DownloadStats } from '../p2p/protocols/weights/download.ts';
+import type { SignedManifest } from '../p2p/protocols/weights/manifest.ts';
+import { formatTable } from './report.ts';
+import type { BenchContext } from './report.ts';
+
+function numberArg(ctx: BenchContext, name: string, fallback: number): number {
+  const arg = ctx.args.find((a) => a.startsWith(`--${name}=`));
+  return arg ? Number(arg.split('=')[1]) : fallback;
+}
+
+function median(values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.floor(sorted.length / 2)];
+}
+
+/** Receive `path`'s bytes from a child process over loopback TCP; returns seconds from connect to last byte. */
+async function rawTcpSeconds(path: string, totalBytes: number): Promise<number> {
+  let received = 0;
+  let started = 0;
+  const done = Promise.withResolvers<number>();
+  const server = createServer((socket) => {
+    started = performance.now();
+    socket.on('data', (chunk: Buffer) => {
+      received += chunk.byteLength;
+      if (received >= totalBytes) done.resolve((performance.now() - started) / 1000);
+    });
+    socket.on('error', done.reject);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  const sender = `const fs=require('fs'),net=require('net');const b=fs.readFileSync(process.argv[2]);const s=net.connect(Number(process.argv[1]),'127.0.0.1',()=>s.end(b));`;
+  const child = spawn(process.execPath, ['-e', sender, String(port), path], { stdio: 'inherit' });
+  try {
+    return await done.promise;
+  } finally {
+    child.kill();
+    server.close();
+  }
+}
+
+export default async function p2pBench(ctx: BenchContext): Promise<Record<string, unknown>> {
+  const megabytes = numberArg(ctx, 'mb', 64);
+  const roundTrips = numberArg(ctx, 'rtt', 200);
+  const totalBytes = megabytes * 1024 * 1024;
+  const dir = await mkdtemp(join(tmpdir(), 'agentjet-bench-p2p-'));
+  const blobPath = join(dir, 'blob.bin');
+  await writeFile(blobPath, randomBytes(totalBytes));
+
+  // --open: no pre-shared key, to see what pnet costs.
+  const open = ctx.args.includes('--open');
+  const common = { ...(open ? {} : { swarm: { name: 'bench', key: generateSwarmKey() } }), listen: ['/ip4/127.0.0.1/tcp/0'], mdns: false };
+  ctx.log('starting two peer processes…');
+  const [publisher, fetcher] = await Promise.all([
+    startPeerProcess({ ...common, dataDir: join(dir, 'publisher') }),
+    startPeerProcess({ ...common, dataDir: join(dir, 'fetcher') }),
+  ]);
+  try {
+    await fetcher.send({ cmd: 'dial', address: publisher.multiaddrs[0] });
+    ctx.log(`hashing and publishing ${megabytes} MB…`);
+    const signed = await publisher.send<SignedManifest>({ cmd: 'publish-weights', model: 'bench', version: 1, path: blobPath });
+
+    ctx.log('weights transfer…');
+    const weightsStarted = performance.now();
+    const stats = await fetcher.send<DownloadStats>({
+      cmd: 'fetch-weights',
+      signed,
+      providers: [publisher.peerId],
+      destPath: join(dir, 'fetched.bin'),
+    });
+    const weightsSeconds = (performance.now() - weightsStarted) / 1000;
+    if (stats.bytesFetched !== totalBytes) throw new Error(`fetched ${stats.bytesFetched} of ${totalBytes} bytes`);
+
+    ctx.log('bare libp2p stream transfer…');
+    const blast = await fetcher.send<{ received: number; seconds: number }>({ cmd: 'blast-receive', peer: publisher.peerId, bytes: totalBytes });
+
+    ctx.log('raw TCP transfer…');
+    const rawSeconds = await rawTcpSeconds(blobPath, totalBytes);
+
+    ctx.log(`${roundTrips} infer round trips…`);
+    await fetcher.send({ cmd: 'infer-rtt', peer: publisher.peerId, count: 10 }); // warm-up
+    const rtts = await fetcher.send<number[]>({ cmd: 'infer-rtt', peer: publisher.peerId, count: roundTrips });
+
+    const weightsMbPerS = megabytes / weightsSeconds;
+    const rawMbPerS = megabytes / rawSeconds;
+    const result = {
+      private_swarm: !open,
+      blob_mb: megabytes,
+      chunk_bytes: JSON.parse(signed.manifest).chunkSize as number,
+      weights_mb_per_s: weightsMbPerS,
+      libp2p_stream_mb_per_s: megabytes / blast.seconds,
+      raw_tcp_mb_per_s: rawMbPerS,
+      weights_vs_raw: weightsMbPerS / rawMbPerS,
+      infer_frame_rtt_ms_p50: median(rtts),
+      infer_round_trips: rtts.length,
+    };
+    process.stdout.write(
+      formatTable([
+        { metric: 'weights_mb_per_s', value: result.weights_mb_per_s },
+        { metric: 'libp2p_stream_mb_per_s', value: result.libp2p_stream_mb_per_s },
+        { metric: 'raw_tcp_mb_per_s', value: result.raw_tcp_mb_per_s },
+        { metric: 'weights_vs_raw', value: result.weights_vs_raw },
+        { metric: 'infer_frame_rtt_ms_p50', value: result.infer_frame_rtt_ms_p50 },
+      ]) + '\n',
+    );
+    return result;
+  } finally {
+    await Promise.allSettled([publisher.stop(), fetcher.stop()]);
+    await rm(dir, { recursive: true, force: true });
+  }
+}

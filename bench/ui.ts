@@ -1,0 +1,331 @@
+/**
+ * The desktop UI under load, in headless Chromium against a real peer runtime:
+ *   list_scroll_fps            frames per second while the Episodes list (100,000 episodes, paged through the API)
+ *                              scrolls continuously for a few seconds
+ *   merge_view_first_paint_ms  from "Open" in the Timeline view to the first painted canvas frame of a 50-turn,
+ *                              30,000-token episode (includes fetching and parsing its export)
+ *   merge_view_zoom_ms         median time from a zoom key press to the painted frame
+ *
+ *   npm run bench -- ui [--json] [--episodes N] [--tokens N] [--ui-root DIR]
+ *
+ * Fixture, not test: the episodes are seeded straight through the store's functions (swarm/node/store/episodes.ts)
+ * in one transaction, which is how 100,000 of them are made in seconds; the UI only ever reads them over the
+ * control API. Needs the built UI (`npm run build:ui`) and Chromium at /usr/bin/chromium.
+ */
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { Database } from 'better-sqlite3';
+import { chromium, type Page } from 'playwright-core';
+import { toMergeCalls, type CallRecord } from '../swarm/common/timeline/call.ts';
+import { mergeTimelines } from '../swarm/common/timeline/merge.ts';
+import { addUiRoutes } from '../swarm/node/control/ui-routes.ts';
+import { PeerRuntime } from '../swarm/node/runtime.ts';
+import { endEpisode, insertEpisode } from '../swarm/node/store/episodes.ts';
+import { formatTable, type BenchContext } from './report.ts';
+
+const CHROMIUM = process.env.AGENTJET_CHROMIUM ?? '/usr/bin/chromium';
+const CHROMIUM_ARGS = [
+  '--headless',
+  '--no-sandbox',
+  '--disable-gpu',
+  '--disable-quic',
+  '--no-first-run',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
+];
+const TARGETS = { listScrollFps: 50, firstPaintMs: 500 };
+/** How long the list scrolls, and how far per frame (a brisk flick: ~3,600 px/s at 60 Hz). */
+const SCROLL_MS = 4_000;
+const SCROLL_PX_PER_FRAME = 60;
+const ZOOM_STEPS = 16;
+const TURNS = 50;
+
+function option(args: string[], name: string): string | undefined {
+  const index = args.indexOf(name);
+  return index === -1 ? undefined : args[index + 1];
+}
+
+/**
+ * Episodes over a few models, tasks and scripts, a second apart: inserted one by one with the store's own
+ * insertEpisode, then given their outcomes in one statement (ending each through updateEpisodeState would re-read
+ * every row and take a minute on a small machine).
+ */
+export function seedEpisodes(db: Database, count: number): void {
+  const start = Date.UTC(2026, 0, 1);
+  db.transaction(() => {
+    for (let i = 0; i < count; i++) {
+      const id = `ep-${String(i).padStart(7, '0')}`;
+      insertEpisode(db, {
+        id,
+        model: i % 3 === 0 ? 'qwen-small' : 'tiny',
+        taskId: `task-${i % 500}`,
+        kind: i % 10 === 0 ? 'eval' : 'train',
+        policyVersion: Math.floor(i / 1000),
+        client: `agent-${i % 4}`,
+        scriptHash: `h${(i % 4).toString(16).padStart(15, '0')}`,
+        createdAt: new Date(start + i * 1000).toISOString(),
+      });
+    }
+    db.prepare(
+      `UPDATE episodes SET state = CASE WHEN rowid % 17 = 0 THEN 'aborted' ELSE 'trained' END, reward = (rowid % 5) / 4.0, ended_at = created_at
+       WHERE id LIKE 'ep-%'`,
+    ).run();
+  })();
+}
+
+/** A 50-turn agent episode whose merged timeline holds `tokens` tokens: a long prompt, then generation + tool result per turn. */
+export function seedLongEpisode(db: Database, tokens: number): string {
+  const id = 'ep-long-merge-view';
+  const perTurn = Math.floor((tokens * 0.9) / TURNS);
+  const generated = Math.floor(perTurn * 0.45);
+  const tool = perTurn - generated;
+  let next = 0;
+  const fresh = (n: number) => Array.from({ length: n }, () => 32 + (next++ % 200));
+  let history = fresh(tokens - perTurn * TURNS);
+  const calls: CallRecord[] = [];
+  const time = new Date(Date.UTC(2026, 1, 1)).toISOString();
+  for (let index = 0; index < TURNS; index++) {
+    const generatedIds = fresh(generated);
+    calls.push({
+      callId: `call-${index}`,
+      index,
+      agentKey: 'agent',
+      messages: [{ role: 'user', content: `turn ${index}` }],
+      tools: null,
+      promptIds: history,
+      generatedIds,
+      logprobs: generatedIds.map((_, i) => -((i * 13) % 40) / 5),
+      assistantMessage: { role: 'assistant', content: `turn ${index} answer` },
+      finishReason: 'stop',
+      policyVersion: 1,
+      timings: { startedAt: time, firstTokenAt: time, endedAt: time },
+      splice: { assistantTurns: index, splicedTurns: index, driftPreventedTurns: 0, turns: [] },
+    });
+    history = [...history, ...generatedIds, ...(index < TURNS - 1 ? fresh(tool) : [])];
+  }
+  insertEpisode(db, {
+    id,
+    model: 'tiny',
+    taskId: 'long-task',
+    kind: 'train',
+    policyVersion: 1,
+    createdAt: new Date(Date.UTC(2027, 0, 1)).toISOString(),
+  });
+  endEpisode(db, id, { reward: 1, calls, merge: mergeTimelines(toMergeCalls(calls), 'merged') });
+  return id;
+}
+
+/** Frames per second of an empty page in the same browser: what this machine allows right now (a busy CPU lowers it). */
+async function baselineFps(page: Page): Promise<number> {
+  await page.setContent('<p>baseline</p>');
+  await page.evaluate('window.__name = (fn) => fn');
+  return page.evaluate(
+    (durationMs) =>
+      new Promise<number>((resolve) => {
+        let frames = 0;
+        const start = performance.now();
+        const tick = (now: number) => {
+          frames++;
+          if (now - start < durationMs) requestAnimationFrame(tick);
+          else resolve((frames * 1000) / (now - start));
+        };
+        requestAnimationFrame(tick);
+      }),
+    2_000,
+  );
+}
+
+async function measureListScroll(
+  page: Page,
+): Promise<{ fps: number; longFrames: number; rowsPassed: number }> {
+  await page.getByRole('navigation', { name: 'Views' }).locator('[data-view="episodes"]').click();
+  await page.getByTestId('episode-row').first().waitFor();
+  return page.evaluate(
+    ({ durationMs, pxPerFrame }) =>
+      new Promise<{ fps: number; longFrames: number; rowsPassed: number }>((resolve) => {
+        const scroller = document.querySelector<HTMLElement>('[data-testid="episode-scroll"]')!;
+        let frames = 0;
+        let longFrames = 0;
+        const start = performance.now();
+        let last = start;
+        const tick = (now: number) => {
+          frames++;
+          if (now - last > 33) longFrames++;
+          last = now;
+          scroller.scrollTop += pxPerFrame;
+          if (now - start < durationMs) requestAnimationFrame(tick);
+          else
+            resolve({
+              fps: (frames * 1000) / (now - start),
+              longFrames,
+              rowsPassed: Math.round(scroller.scrollTop / 36),
+            });
+        };
+        requestAnimationFrame(tick);
+      }),
+    { durationMs: SCROLL_MS, pxPerFrame: SCROLL_PX_PER_FRAME },
+  );
+}
+
+/** Resolves with ms from now until the merge canvas has painted more than `after` frames. */
+function paintAfter(page: Page, after: number, action: string): Promise<number> {
+  return page.evaluate(
+    ({ after, action }) =>
+      new Promise<number>((resolve) => {
+        const start = performance.now();
+        const check = () => {
+          const canvas = document.querySelector<HTMLCanvasElement>('[data-testid="merge-canvas"]');
+          if (canvas && Number(canvas.dataset.paints ?? 0) > after) resolve(performance.now() - start);
+          else requestAnimationFrame(check);
+        };
+        if (action === 'open')
+          document
+            .querySelector<HTMLButtonElement>('form[aria-label="Choose an episode"] button[type="submit"]')!
+            .click();
+        else
+          document
+            .querySelector('[data-testid="merge-canvas"]')!
+            .dispatchEvent(new KeyboardEvent('keydown', { key: action, bubbles: true }));
+        check();
+      }),
+    { after, action },
+  );
+}
+
+async function paints(page: Page): Promise<number> {
+  return page.evaluate(() =>
+    Number(document.querySelector<HTMLCanvasElement>('[data-testid="merge-canvas"]')?.dataset.paints ?? 0),
+  );
+}
+
+async function measureMergeView(page: Page, episodeId: string) {
+  await page.getByRole('navigation', { name: 'Views' }).locator('[data-view="timeline"]').click();
+  await page.getByLabel('Episode id').fill(episodeId);
+  const firstPaintMs = await paintAfter(page, 0, 'open');
+  const fetched = await page.evaluate(() => {
+    const entry = performance
+      .getEntriesByType('resource')
+      .filter((e) => /\/merge|\/export/.test(e.name))
+      .pop() as PerformanceResourceTiming | undefined;
+    return { bytes: entry?.encodedBodySize ?? 0, ms: entry?.duration ?? 0 };
+  });
+  const exportBytes = fetched.bytes;
+  const exportFetchMs = fetched.ms;
+  const zoomMs: number[] = [];
+  const drawMs: number[] = [];
+  for (let i = 0; i < ZOOM_STEPS; i++) {
+    zoomMs.push(await paintAfter(page, await paints(page), i < ZOOM_STEPS / 2 ? '+' : '-'));
+    drawMs.push(
+      await page.evaluate(() =>
+        Number(document.querySelector<HTMLCanvasElement>('[data-testid="merge-canvas"]')!.dataset.drawMs),
+      ),
+    );
+  }
+  const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)];
+  const lanes = await page.getByTestId('merge-lane').count();
+  const calls = await page.getByTestId('merge-call').count();
+  return {
+    firstPaintMs,
+    exportFetchMs,
+    exportBytes,
+    zoomMs: median(zoomMs),
+    drawMs: median(drawMs),
+    maxDrawMs: Math.max(...drawMs),
+    lanes,
+    calls,
+  };
+}
+
+export default async function uiBench(ctx: BenchContext): Promise<Record<string, unknown>> {
+  const episodes = Number(option(ctx.args, '--episodes') ?? 100_000);
+  const tokens = Number(option(ctx.args, '--tokens') ?? 30_000);
+  const uiRoot = option(ctx.args, '--ui-root') ?? fileURLToPath(new URL('../renderer/dist', import.meta.url));
+  if (!existsSync(join(uiRoot, 'index.html')))
+    throw new Error(`no built UI in ${uiRoot}: run npm run build:ui first`);
+  const dataDir = mkdtempSync(join(tmpdir(), 'agentjet-bench-ui-'));
+  const runtime = await PeerRuntime.start({ dataDir, port: 0, uiRoot, consoleLogLevel: 'warn' });
+  // The UI's search and run-savings routes; where the runtime already registers them, its own (first) ones answer.
+  addUiRoutes(runtime.control, runtime.db, runtime.serving.models);
+  const browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS });
+  try {
+    let t = performance.now();
+    seedEpisodes(runtime.db, episodes);
+    const longId = seedLongEpisode(runtime.db, tokens);
+    ctx.log(
+      `seeded ${episodes} episodes + one ${TURNS}-turn ${tokens}-token episode in ${((performance.now() - t) / 1000).toFixed(1)} s`,
+    );
+
+    const page = await browser.newPage({ viewport: { width: 1360, height: 900 } });
+    // tsx compiles with keepNames: functions passed to page.evaluate call a `__name` helper the page lacks.
+    await page.addInitScript('window.__name = (fn) => fn');
+    const baseline = await baselineFps(page);
+    await page.goto(runtime.urls.ui);
+    await page.getByTestId('connection-state').and(page.locator('[data-phase="live"]')).waitFor();
+    t = performance.now();
+    const scroll = await measureListScroll(page);
+    ctx.log(`list scrolled ${scroll.rowsPassed} rows in ${((performance.now() - t) / 1000).toFixed(1)} s`);
+    const merge = await measureMergeView(page, longId);
+
+    const result = {
+      episodes,
+      episode_tokens: tokens,
+      episode_turns: TURNS,
+      baseline_fps: Number(baseline.toFixed(1)),
+      list_scroll_fps: Number(scroll.fps.toFixed(1)),
+      list_long_frames: scroll.longFrames,
+      list_rows_scrolled: scroll.rowsPassed,
+      merge_view_first_paint_ms: Number(merge.firstPaintMs.toFixed(1)),
+      merge_view_export_fetch_ms: Number(merge.exportFetchMs.toFixed(1)),
+      merge_view_export_bytes: merge.exportBytes,
+      merge_view_zoom_ms: Number(merge.zoomMs.toFixed(1)),
+      merge_view_draw_ms: merge.drawMs,
+      merge_view_max_draw_ms: merge.maxDrawMs,
+      merge_view_lanes: merge.lanes,
+      merge_view_calls: merge.calls,
+      targets: {
+        list_scroll_fps: `>= ${TARGETS.listScrollFps}`,
+        merge_view_first_paint_ms: `< ${TARGETS.firstPaintMs}`,
+      },
+      met: {
+        list_scroll_fps: scroll.fps >= TARGETS.listScrollFps,
+        merge_view_first_paint_ms: merge.firstPaintMs < TARGETS.firstPaintMs,
+      },
+    };
+    console.log(
+      formatTable([
+        {
+          metric: 'baseline_fps',
+          value: result.baseline_fps,
+          target: '—',
+          note: 'empty page, same browser: the ceiling on this machine now',
+        },
+        {
+          metric: 'list_scroll_fps',
+          value: result.list_scroll_fps,
+          target: `>= ${TARGETS.listScrollFps}`,
+          note: `${episodes} episodes, ${scroll.longFrames} frames > 33 ms, ${scroll.rowsPassed} rows passed`,
+        },
+        {
+          metric: 'merge_view_first_paint_ms',
+          value: result.merge_view_first_paint_ms,
+          target: `< ${TARGETS.firstPaintMs}`,
+          note: `export ${(merge.exportBytes / 1e6).toFixed(1)} MB fetched in ${merge.exportFetchMs.toFixed(0)} ms`,
+        },
+        {
+          metric: 'merge_view_zoom_ms',
+          value: result.merge_view_zoom_ms,
+          target: '—',
+          note: `key to painted frame; draw ${merge.drawMs} ms (max ${merge.maxDrawMs})`,
+        },
+      ]),
+    );
+    return result;
+  } finally {
+    await browser.close();
+    await runtime.stop();
+    rmSync(dataDir, { recursive: true, force: true });
+  }
+}

@@ -1,0 +1,1 @@
+export { NoHandlerError, InvalidRequestError, UnsupportedVersionError, ResponseTooLargeError } from '../shared/errors.ts';

@@ -1,0 +1,192 @@
+/**
+ * Resumable, verified download of a manifest's blob into `destPath`.
+ *
+ * Chunks land in a partial file next to the destination (named after the blob's hash, so different
+ * versions never mix). On a restart every chunk already in the partial file is re-hashed, and the ones that
+ * verify are kept: no bookkeeping file can disagree with the data. Each received chunk is hashed before it
+ * is written; a bad one is re-queued, preferably for another provider. Only when the whole blob verifies is
+ * the partial file renamed onto `destPath` (atomic on one file system).
+ */
+import { createHash } from 'node:crypto';
+import { open, rename, rm, stat } from 'node:fs/promises';
+import type { FileHandle } from 'node:fs/promises';
+import { CHUNKS_PER_REQUEST, FETCH_CONCURRENCY, MAX_CHUNK_ATTEMPTS, MAX_PROVIDER_FAILURES } from './constants.ts';
+import { BlobHashMismatchError, ChunkHashMismatchError, NoProviderError } from './errors.ts';
+import { readExactly } from './manifest.ts';
+import type { WeightsManifest } from './manifest.ts';
+
+/** A provider, as the download sees it: something that delivers chunks by index. */
+export interface ChunkProvider {
+  id: string;
+  fetchChunks(indices: number[], onChunk: (index: number, bytes: Uint8Array) => Promise<void>, signal?: AbortSignal): Promise<void>;
+}
+
+export interface DownloadStats {
+  chunksFetched: number;
+  /** Chunks found already verified in the partial file (resume). */
+  chunksReused: number;
+  /** Chunks received with a wrong hash (and fetched again). */
+  chunksRejected: number;
+  bytesFetched: number;
+}
+
+export interface DownloadOptions {
+  manifest: WeightsManifest;
+  destPath: string;
+  providers: ChunkProvider[];
+  signal?: AbortSignal;
+  /** After each verified chunk is written. */
+  onChunk?: (index: number, stats: DownloadStats) => void;
+  /** When a provider sent a chunk with a wrong hash. */
+  onRejected?: (providerId: string, index: number) => void;
+}
+
+export function partialPathFor(destPath: string, manifest: WeightsManifest): string {
+  return `${destPath}.${manifest.sha256.slice(0, 16)}.partial`;
+}
+
+export async function downloadBlob(options: DownloadOptions): Promise<DownloadStats> {
+  const { manifest, destPath } = options;
+  const partialPath = partialPathFor(destPath, manifest);
+  const stats: DownloadStats = { chunksFetched: 0, chunksReused: 0, chunksRejected: 0, bytesFetched: 0 };
+  const { handle, existed } = await openPartial(partialPath, manifest.totalBytes);
+  try {
+    const pending = existed ? await findMissingChunks(handle, manifest, stats) : manifest.chunks.map((c) => c.index);
+    await fetchMissing(handle, pending, stats, options);
+    await handle.sync();
+  } finally {
+    await handle.close();
+  }
+  if ((await hashFile(partialPath)) !== manifest.sha256) {
+    await rm(partialPath, { force: true });
+    throw new BlobHashMismatchError('every chunk verified but the whole blob does not match the manifest');
+  }
+  await rename(partialPath, destPath);
+  return stats;
+}
+
+async function openPartial(path: string, totalBytes: number): Promise<{ handle: FileHandle; existed: boolean }> {
+  let existed = true;
+  let handle: FileHandle;
+  try {
+    handle = await open(path, 'r+');
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+    existed = false;
+    handle = await open(path, 'w+');
+  }
+  if ((await handle.stat()).size !== totalBytes) await handle.truncate(totalBytes);
+  return { handle, existed };
+}
+
+/** Resume: keep every chunk of the partial file whose bytes already hash right. */
+async function findMissingChunks(handle: FileHandle, manifest: WeightsManifest, stats: DownloadStats): Promise<number[]> {
+  const buffer = new Uint8Array(manifest.chunkSize);
+  const missing: number[] = [];
+  for (const chunk of manifest.chunks) {
+    await readExactly(handle, buffer, chunk.bytes, chunk.index * manifest.chunkSize);
+    const digest = createHash('sha256').update(buffer.subarray(0, chunk.bytes)).digest('hex');
+    if (digest === chunk.sha256) stats.chunksReused += 1;
+    else missing.push(chunk.index);
+  }
+  return missing;
+}
+
+async function fetchMissing(handle: FileHandle, pending: number[], stats: DownloadStats, options: DownloadOptions): Promise<void> {
+  const { manifest, providers, signal } = options;
+  const queue = [...pending];
+  const attempts = new Map<number, number>();
+  /** Providers that sent a bad copy of a chunk: asked again for it only when nobody else is left. */
+  const badFor = new Map<number, Set<string>>();
+  const failures = new Map<string, number>();
+  const alive = () => providers.filter((p) => (failures.get(p.id) ?? 0) < MAX_PROVIDER_FAILURES);
+  let nextProvider = 0;
+  let inFlight = 0;
+  let fatal: Error | undefined;
+
+  const pickProvider = (indices: number[]): ChunkProvider | undefined => {
+    const candidates = alive();
+    if (candidates.length === 0) return undefined;
+    const clean = candidates.filter((p) => indices.every((i) => !badFor.get(i)?.has(p.id)));
+    const pool = clean.length > 0 ? clean : candidates;
+    return pool[nextProvider++ % pool.length];
+  };
+
+  const onChunk = async (provider: ChunkProvider, index: number, bytes: Uint8Array, requested: Set<number>) => {
+    const expected = manifest.chunks[index];
+    if (!requested.has(index) || !expected) throw new ChunkHashMismatchError(`chunk ${index} was not requested`);
+    requested.delete(index);
+    const digest = createHash('sha256').update(bytes).digest('hex');
+    if (bytes.byteLength !== expected.bytes || digest !== expected.sha256) {
+      stats.chunksRejected += 1;
+      options.onRejected?.(provider.id, index);
+      if (!badFor.has(index)) badFor.set(index, new Set());
+      badFor.get(index)?.add(provider.id);
+      requeue(index);
+      return;
+    }
+    await handle.write(bytes, 0, bytes.byteLength, index * manifest.chunkSize);
+    stats.chunksFetched += 1;
+    stats.bytesFetched += bytes.byteLength;
+    options.onChunk?.(index, stats);
+  };
+
+  const requeue = (index: number) => {
+    const tries = (attempts.get(index) ?? 0) + 1;
+    attempts.set(index, tries);
+    if (tries >= MAX_CHUNK_ATTEMPTS) fatal ??= new ChunkHashMismatchError(`chunk ${index} failed verification ${tries} times`);
+    else queue.push(index);
+  };
+
+  const worker = async () => {
+    while (!fatal) {
+      signal?.throwIfAborted();
+      if (queue.length === 0) {
+        if (inFlight === 0) return;
+        // Another worker may requeue chunks it fails to get: wait for it rather than exit early.
+        await new Promise((resolve) => setTimeout(resolve, 5));
+        continue;
+      }
+      const batch = queue.splice(0, CHUNKS_PER_REQUEST);
+      const provider = pickProvider(batch);
+      if (!provider) {
+        fatal = new NoProviderError('no provider left for the missing chunks');
+        return;
+      }
+      const requested = new Set(batch);
+      inFlight += 1;
+      try {
+        await provider.fetchChunks(batch, (index, bytes) => onChunk(provider, index, bytes, requested), signal);
+        if (requested.size > 0) throw new NoProviderError(`provider ${provider.id} skipped ${requested.size} chunks`);
+      } catch (err) {
+        if (signal?.aborted) throw err;
+        failures.set(provider.id, (failures.get(provider.id) ?? 0) + 1);
+        queue.push(...requested);
+      } finally {
+        inFlight -= 1;
+      }
+    }
+  };
+
+  await Promise.all(Array.from({ length: Math.min(FETCH_CONCURRENCY, Math.max(1, queue.length)) }, worker));
+  if (fatal) throw fatal;
+  if (queue.length > 0) throw new NoProviderError('chunks are still missing');
+}
+
+export async function hashFile(path: string): Promise<string> {
+  const hash = createHash('sha256');
+  const handle = await open(path, 'r');
+  try {
+    const size = (await stat(path)).size;
+    const buffer = new Uint8Array(4 * 1024 * 1024);
+    for (let offset = 0; offset < size; ) {
+      const { bytesRead } = await handle.read(buffer, 0, buffer.byteLength, offset);
+      if (bytesRead === 0) break;
+      hash.update(buffer.subarray(0, bytesRead));
+      offset += bytesRead;
+    }
+  } finally {
+    await handle.close();
+  }
+  return hash.digest('hex');
+}

@@ -1,0 +1,31 @@
+export { InvalidRequestError, UnsupportedVersionError } from '../shared/errors.ts';
+
+/** The manifest's signature does not verify with the public key of the peer id that claims to have signed it. */
+export class ManifestSignatureError extends Error {
+  override name = 'ManifestSignatureError';
+}
+
+/** The manifest is not self-consistent (chunk sizes, indices, totals) or not valid JSON of the right shape. */
+export class InvalidManifestError extends Error {
+  override name = 'InvalidManifestError';
+}
+
+/** A chunk's bytes did not hash to the manifest's sha256 for that chunk. */
+export class ChunkHashMismatchError extends Error {
+  override name = 'ChunkHashMismatchError';
+}
+
+/** Every chunk verified, yet the whole blob does not hash to the manifest's sha256. */
+export class BlobHashMismatchError extends Error {
+  override name = 'BlobHashMismatchError';
+}
+
+/** The provider does not serve this model version. */
+export class UnknownBlobError extends Error {
+  override name = 'UnknownBlobError';
+}
+
+/** No provider left that could deliver the missing chunks. */
+export class NoProviderError extends Error {
+  override name = 'NoProviderError';
+}

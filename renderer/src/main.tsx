@@ -1,0 +1,44 @@
+/**
+ * The renderer's entry point: read the token, connect the store to the peer, keep the view in the URL
+ * fragment, render the shell.
+ */
+import { StrictMode } from 'react';
+import { createRoot } from 'react-dom/client';
+import { App } from './App.tsx';
+import { apiUrlForPage, createControlApiClient } from './api/client.ts';
+import { startConnection } from './api/connection.ts';
+import { resolveToken } from './api/token.ts';
+import { appStore } from './store/index.ts';
+import { viewFromHash } from './store/navigation/slice.ts';
+import './styles.css';
+
+const token = resolveToken({ location: window.location, storage: window.sessionStorage, history: window.history });
+
+const initialView = viewFromHash(window.location.hash);
+if (initialView) appStore.getState().showView(initialView);
+window.history.replaceState(null, '', `${window.location.pathname}${window.location.search}#/${appStore.getState().navigation.view}`);
+
+// Mirror the view into the fragment (outside React: it is a side effect of the store, not of rendering).
+appStore.subscribe((state, previous) => {
+  if (state.navigation.view !== previous.navigation.view) window.history.replaceState(null, '', `#/${state.navigation.view}`);
+});
+window.addEventListener('hashchange', () => {
+  const view = viewFromHash(window.location.hash);
+  if (view) appStore.getState().showView(view);
+});
+
+const connection = token
+  ? startConnection({
+      client: createControlApiClient({ apiUrl: apiUrlForPage(window.location), token }),
+      actions: appStore.getState(),
+      failedAttempts: () => appStore.getState().connection.failedAttempts,
+    })
+  : null;
+
+const root = document.getElementById('root');
+if (!root) throw new Error('index.html has no #root element');
+createRoot(root).render(
+  <StrictMode>
+    <App hasToken={token !== null} onRetryNow={() => connection?.retryNow()} />
+  </StrictMode>,
+);

@@ -1,0 +1,97 @@
+/**
+ * Models & training: the chosen model, its training loop's state (GET /api/models/:name/training) and its
+ * optimizer steps (GET …/steps, then `train-step` events or polling with `after=`), kept as columns ready to
+ * plot. Steps are appended, never refetched: a long run's thousands of points arrive once.
+ */
+import type { StateCreator } from 'zustand';
+import type { TrainStepSummary } from '../../../../swarm/common/api.ts';
+import type { AppStore } from '../types.ts';
+
+export type TrainingStatus = 'stopped' | 'running' | 'paused' | 'finished' | 'failed';
+
+/** The training loop's state as GET /api/models/:name/training answers it (the fields the view shows). */
+export interface TrainingLoopState {
+  model: string;
+  status: TrainingStatus;
+  step: number;
+  policyVersion: number;
+  engineState: string;
+  queuedEpisodes: number;
+  completeGroups: number;
+  lastError: string | null;
+  config: {
+    batchTasks: number;
+    groupSize: number;
+    checkpointEvery: number;
+    maxSteps: number;
+    mergeMode?: string;
+  } & Record<string, unknown>;
+}
+
+/** The most steps kept per model: years of a step a minute would be more than a plot needs. */
+export const MAX_STEPS_KEPT = 200_000;
+
+export interface ModelTraining {
+  state: TrainingLoopState | null;
+  /** Why the training state is unknown (e.g. this peer runs no training loop for the model). */
+  stateError: string | null;
+  steps: readonly TrainStepSummary[];
+  /** Bumps whenever steps change, so charts redraw without comparing arrays. */
+  stepsVersion: number;
+  busy: boolean;
+}
+
+export interface ModelsState {
+  selected: string | null;
+  byModel: Readonly<Record<string, ModelTraining>>;
+}
+
+export interface ModelsActions {
+  modelSelected(name: string): void;
+  trainingStateLoaded(name: string, state: TrainingLoopState | null, error: string | null): void;
+  trainingBusy(name: string, busy: boolean): void;
+  /** New steps (from a poll or an event); steps already held are ignored. */
+  trainStepsReceived(name: string, steps: readonly TrainStepSummary[]): void;
+}
+
+export type ModelsSlice = { models: ModelsState } & ModelsActions;
+
+export const emptyTraining: ModelTraining = {
+  state: null,
+  stateError: null,
+  steps: [],
+  stepsVersion: 0,
+  busy: false,
+};
+
+export const initialModelsState: ModelsState = { selected: null, byModel: {} };
+
+export const createModelsSlice: StateCreator<AppStore, [], [], ModelsSlice> = (set) => {
+  const updateModel = (name: string, fn: (m: ModelTraining) => ModelTraining | null) =>
+    set((store) => {
+      const current = store.models.byModel[name] ?? emptyTraining;
+      const next = fn(current);
+      return next
+        ? { models: { ...store.models, byModel: { ...store.models.byModel, [name]: next } } }
+        : store;
+    });
+  return {
+    models: initialModelsState,
+    modelSelected: (name) => set((s) => ({ models: { ...s.models, selected: name } })),
+    trainingStateLoaded: (name, state, error) =>
+      updateModel(name, (m) => ({ ...m, state, stateError: error })),
+    trainingBusy: (name, busy) => updateModel(name, (m) => ({ ...m, busy })),
+    trainStepsReceived: (name, steps) =>
+      updateModel(name, (m) => {
+        const lastStep = m.steps.length ? m.steps[m.steps.length - 1].step : -Infinity;
+        const fresh = steps.filter((s) => s.step > lastStep).sort((a, b) => a.step - b.step);
+        if (fresh.length === 0) return null;
+        const all = [...m.steps, ...fresh];
+        return {
+          ...m,
+          steps: all.length > MAX_STEPS_KEPT ? all.slice(-MAX_STEPS_KEPT) : all,
+          stepsVersion: m.stepsVersion + 1,
+        };
+      }),
+  };
+};

@@ -1,0 +1,61 @@
+import { describe, expect, it } from 'vitest';
+import type { ModelStatus, StatusPayload } from '../../../../swarm/common/api.ts';
+import { createAppStore } from '../index.ts';
+import { swarmSelectors } from './selectors.ts';
+
+function model(name: string, engineState: ModelStatus['engineState'], active = 0, limit = 8): ModelStatus {
+  return { name, source: 'builtin:tiny', engineState, policyVersion: 1, step: 2, backend: 'wasm', pool: { active, limit } };
+}
+
+function status(models: ModelStatus[]): StatusPayload {
+  return {
+    app: 'agentjet',
+    version: '0.1.0',
+    nodeId: 'n1',
+    startedAt: '2026-01-01T00:00:00Z',
+    uptimeS: 3,
+    roles: ['server'],
+    dataDir: '/d',
+    backend: null,
+    urls: { api: 'http://x/api', gateway: 'http://x/v1', ui: 'http://x/' },
+    models,
+    store: { path: '/d/db', schemaVersion: 1, episodes: 0 },
+    p2p: { enabled: false, peerId: null, peers: 0, swarm: null },
+  };
+}
+
+describe('swarm slice', () => {
+  it('keeps the latest status and when it arrived', () => {
+    const store = createAppStore();
+    expect(store.getState().swarm.status).toBeNull();
+    store.getState().statusReceived(status([]), 42);
+    expect(store.getState().swarm).toMatchObject({ status: { nodeId: 'n1' }, receivedAt: 42 });
+  });
+});
+
+describe('swarm selectors', () => {
+  it('gives a stable empty model list before any status', () => {
+    const empty = { status: null, receivedAt: null };
+    expect(swarmSelectors.models(empty)).toHaveLength(0);
+    expect(swarmSelectors.models(empty)).toBe(swarmSelectors.models(empty));
+  });
+
+  it('counts training and failed models', () => {
+    const swarm = { status: status([model('a', 'rolling'), model('b', 'updating'), model('c', 'idle'), model('d', 'failed')]), receivedAt: 0 };
+    expect(swarmSelectors.trainingModelCount(swarm)).toBe(2);
+    expect(swarmSelectors.failedModelCount(swarm)).toBe(1);
+  });
+
+  it('summarises p2p as disabled, alone or connected', () => {
+    expect(swarmSelectors.p2pSummary({ enabled: false, peerId: null, peers: 0, swarm: null }).state).toBe('disabled');
+    expect(swarmSelectors.p2pSummary({ enabled: true, peerId: 'p', peers: 0, swarm: 'lab' }).state).toBe('alone');
+    expect(swarmSelectors.p2pSummary({ enabled: true, peerId: 'p', peers: 1, swarm: 'lab' }).label).toBe('1 peer connected');
+    expect(swarmSelectors.p2pSummary({ enabled: true, peerId: 'p', peers: 3, swarm: 'lab' }).label).toBe('3 peers connected');
+  });
+
+  it('reports pool usage within [0, 1]', () => {
+    expect(swarmSelectors.poolUsage(model('a', 'rolling', 2, 8))).toBe(0.25);
+    expect(swarmSelectors.poolUsage(model('a', 'rolling', 9, 8))).toBe(1);
+    expect(swarmSelectors.poolUsage(model('a', 'idle', 0, 0))).toBe(0);
+  });
+});

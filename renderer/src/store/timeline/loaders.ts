@@ -1,0 +1,53 @@
+/** Fetches an episode's export and its run's merge totals into the timeline slice. */
+import type { StoreApi } from 'zustand';
+import type { EpisodeExport } from '../../../../swarm/common/timeline/export.ts';
+import { ControlApiError } from '../../api/errors.ts';
+import { describeError, queryString, type DataRequest } from '../episodes/request.ts';
+import type { AppStore } from '../types.ts';
+import type { MergeMode, RunSavings } from './slice.ts';
+
+/**
+ * The merge view's document: the UI route's light export (calls without token arrays), or the full export on a
+ * peer without the UI routes. Both carry the same timelines, decisions and savings.
+ */
+async function fetchMergeDocument(
+  request: DataRequest,
+  episodeId: string,
+  mode: MergeMode,
+): Promise<EpisodeExport> {
+  const id = encodeURIComponent(episodeId);
+  try {
+    return await request<EpisodeExport>('GET', `/ui/episodes/${id}/merge${queryString({ mode })}`);
+  } catch (error) {
+    // A 404 is either no UI routes on this peer or no such episode; the export route tells the two apart.
+    if (!(error instanceof ControlApiError && error.status === 404)) throw error;
+    return request<EpisodeExport>('GET', `/episodes/${id}/export${queryString({ mode })}`);
+  }
+}
+
+export function loadTimeline(
+  store: StoreApi<AppStore>,
+  request: DataRequest,
+  episodeId: string,
+  mode: MergeMode = 'merged',
+): void {
+  const requestId = store.getState().timelineRequested(episodeId, mode);
+  fetchMergeDocument(request, episodeId, mode)
+    .then((doc) => {
+      store.getState().timelineLoaded(requestId, doc);
+      loadRunSavings(store, request, doc.episode.model);
+    })
+    .catch((error: unknown) => store.getState().timelineFailed(requestId, describeError(error)));
+}
+
+/** The run's totals (all episodes of the model); a peer without the UI routes answers 404, shown as "not available". */
+function loadRunSavings(store: StoreApi<AppStore>, request: DataRequest, model: string): void {
+  request<RunSavings>('GET', `/ui/savings${queryString({ model })}`)
+    .then((savings) => store.getState().runSavingsLoaded(savings, null))
+    .catch((error: unknown) => {
+      const missing = error instanceof ControlApiError && error.status === 404;
+      store
+        .getState()
+        .runSavingsLoaded(null, missing ? 'This peer does not report run totals yet.' : describeError(error));
+    });
+}

@@ -1,0 +1,222 @@
+import { useMemo } from 'react';
+import type { ModelStatus, StatusPayload } from '../../../swarm/common/api.ts';
+import { CopyButton } from '../components/CopyButton.tsx';
+import { CommandLine, EmptyState } from '../components/EmptyState.tsx';
+import { Fact, Facts, Panel } from '../components/Panel.tsx';
+import { EngineStateBadge } from '../components/StateBadge.tsx';
+import { formatClock, formatCount, formatDuration } from '../format.ts';
+import { useAppStore } from '../store/index.ts';
+import { activitySelectors } from '../store/activity/selectors.ts';
+import { swarmSelectors } from '../store/swarm/selectors.ts';
+import { COMMANDS } from './commands.ts';
+
+/** This peer at a glance: identity, endpoints, hosted models, storage, network, recent activity. */
+export function SwarmView({ status }: { status: StatusPayload }) {
+  const p2p = swarmSelectors.p2pSummary(status.p2p);
+  return (
+    <div className="swarm-view">
+      <div className="stats" role="list" aria-label="Summary">
+        <Stat label="Uptime" value={formatDuration(status.uptimeS)} testId="stat-uptime" />
+        <Stat label="Hosted models" value={formatCount(status.models.length)} />
+        <Stat label="Episodes stored" value={formatCount(status.store.episodes)} />
+        <Stat label="Swarm peers" value={status.p2p.enabled ? formatCount(status.p2p.peers) : 'Off'} />
+      </div>
+
+      <div className="grid grid--peer">
+        <PeerPanel status={status} />
+        <div className="stack">
+          <EndpointsPanel urls={status.urls} />
+          <Panel title="Swarm network" aside={<span className="pill" data-state={p2p.state}>{p2p.label}</span>} testId="p2p-panel">
+            <Facts>
+              <Fact label="Peer ID">{status.p2p.peerId ? <IdValue value={status.p2p.peerId} label="peer ID" /> : <span className="muted">—</span>}</Fact>
+              <Fact label="Private swarm">{status.p2p.swarm ?? <span className="muted">None joined</span>}</Fact>
+              <Fact label="Connected peers">{status.p2p.enabled ? formatCount(status.p2p.peers) : <span className="muted">p2p is disabled on this peer</span>}</Fact>
+            </Facts>
+          </Panel>
+        </div>
+      </div>
+
+      <ModelsPanel models={status.models} />
+
+      <div className="grid grid--two">
+        <Panel title="Store" testId="store-panel">
+          <Facts>
+            <Fact label="Database">
+              <IdValue value={status.store.path} label="database path" />
+            </Fact>
+            <Fact label="Schema version">{status.store.schemaVersion}</Fact>
+            <Fact label="Episodes">{formatCount(status.store.episodes)}</Fact>
+          </Facts>
+        </Panel>
+        <ActivityPanel />
+      </div>
+    </div>
+  );
+}
+
+function Stat({ label, value, testId }: { label: string; value: string; testId?: string }) {
+  return (
+    <div className="stat" role="listitem">
+      <div className="stat__value" data-testid={testId}>
+        {value}
+      </div>
+      <div className="stat__label">{label}</div>
+    </div>
+  );
+}
+
+/** A long machine value in monospace, selectable, with a copy button. */
+function IdValue({ value, label, testId }: { value: string; label: string; testId?: string }) {
+  return (
+    <span className="id-value">
+      <code className="id-value__text" data-testid={testId} title={value}>
+        {value}
+      </code>
+      <CopyButton value={value} label={label} />
+    </span>
+  );
+}
+
+function PeerPanel({ status }: { status: StatusPayload }) {
+  return (
+    <Panel title="This peer" aside={<span className="mono muted">v{status.version}</span>} testId="peer-panel">
+      <Facts>
+        <Fact label="Node ID">
+          <IdValue value={status.nodeId} label="node ID" testId="peer-node-id" />
+        </Fact>
+        <Fact label="Version" testId="peer-version">
+          {status.version}
+        </Fact>
+        <Fact label="Roles">
+          {status.roles.length ? (
+            <span className="chips">
+              {status.roles.map((role) => (
+                <span key={role} className="chip">
+                  {role === 'server' ? 'Swarm server' : 'Swarm client'}
+                </span>
+              ))}
+            </span>
+          ) : (
+            <span className="muted">None yet — hosting a model makes this peer a server</span>
+          )}
+        </Fact>
+        <Fact label="Uptime" testId="peer-uptime">
+          <span className="tabular">{formatDuration(status.uptimeS)}</span>
+          <span className="muted"> since {formatClock(status.startedAt)}</span>
+        </Fact>
+        <Fact label="Data directory">
+          <IdValue value={status.dataDir} label="data directory" />
+        </Fact>
+        <Fact label="Compute backend">
+          {status.backend ? (
+            <span>
+              <strong>{status.backend.name}</strong> <span className="muted">— {status.backend.reason}</span>
+            </span>
+          ) : (
+            <span className="muted">Chosen when the first model starts</span>
+          )}
+        </Fact>
+      </Facts>
+    </Panel>
+  );
+}
+
+function EndpointsPanel({ urls }: { urls: StatusPayload['urls'] }) {
+  return (
+    <Panel title="Endpoints" testId="endpoints-panel">
+      <Facts>
+        <Fact label="Control API">
+          <IdValue value={urls.api} label="control API URL" />
+        </Fact>
+        <Fact label="OpenAI gateway">
+          <IdValue value={urls.gateway} label="gateway URL" />
+        </Fact>
+      </Facts>
+      <p className="hint">Point any OpenAI-compatible client at the gateway URL; each episode gets its own API key.</p>
+    </Panel>
+  );
+}
+
+function ModelsPanel({ models }: { models: readonly ModelStatus[] }) {
+  return (
+    <Panel title="Hosted models" aside={<span className="count">{models.length}</span>} testId="models-panel">
+      {models.length === 0 ? (
+        <EmptyState icon="models" title="No models hosted on this peer">
+          <p>A hosted model is served through the gateway and trained on the episodes its agents produce. Start the built-in tiny model to try it:</p>
+          <CommandLine command={COMMANDS.serveModel} />
+        </EmptyState>
+      ) : (
+        <div className="table-wrap">
+          <table className="table">
+            <thead>
+              <tr>
+                <th scope="col">Model</th>
+                <th scope="col">State</th>
+                <th scope="col" className="num">Policy</th>
+                <th scope="col" className="num">Step</th>
+                <th scope="col">Episode pool</th>
+              </tr>
+            </thead>
+            <tbody>
+              {models.map((model) => (
+                <tr key={model.name}>
+                  <th scope="row">
+                    <div className="model-name">{model.name}</div>
+                    <div className="muted small mono">{model.source}</div>
+                  </th>
+                  <td>
+                    <EngineStateBadge state={model.engineState} error={model.error} />
+                  </td>
+                  <td className="num mono">v{model.policyVersion}</td>
+                  <td className="num mono">{formatCount(model.step)}</td>
+                  <td>
+                    <PoolMeter model={model} />
+                  </td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </div>
+      )}
+    </Panel>
+  );
+}
+
+function PoolMeter({ model }: { model: ModelStatus }) {
+  const usage = swarmSelectors.poolUsage(model);
+  return (
+    <div className="meter" title={`${model.pool.active} active of ${model.pool.limit}`}>
+      <div className="meter__bar" role="meter" aria-valuemin={0} aria-valuemax={model.pool.limit} aria-valuenow={model.pool.active} aria-label={`${model.name} episode pool`}>
+        <div className="meter__fill" style={{ width: `${usage * 100}%` }} />
+      </div>
+      <span className="mono small">
+        {model.pool.active}/{model.pool.limit}
+      </span>
+    </div>
+  );
+}
+
+/** How many log lines the Swarm view shows; the full stream stays in the store (bounded) for later views. */
+const ACTIVITY_LINES = 8;
+
+function ActivityPanel() {
+  const activity = useAppStore((s) => s.activity);
+  const recent = useMemo(() => activitySelectors.recentLogs(activity, ACTIVITY_LINES), [activity]);
+  return (
+    <Panel title="Activity" testId="activity-panel">
+      {recent.length === 0 ? (
+        <p className="muted">The peer’s log lines appear here as they happen.</p>
+      ) : (
+        <ol className="log">
+          {recent.map((entry) => (
+            <li key={entry.seq} className="log__line" data-level={entry.level}>
+              <time className="log__time mono">{formatClock(entry.time)}</time>
+              <span className="log__level">{entry.level}</span>
+              <span className="log__msg">{entry.msg}</span>
+            </li>
+          ))}
+        </ol>
+      )}
+    </Panel>
+  );
+}

@@ -1,0 +1,22 @@
+/**
+ * Turns a dropped or chosen file into what POST /api/clients takes: in Electron the file's path on disk (the
+ * preload's getPathForFile), in a browser its content, uploaded.
+ */
+import { desktopBridge } from '../../desktop.ts';
+import type { DroppedScript } from '../../store/clients/slice.ts';
+
+/** Scripts the runner can start (the runtime is picked by extension). */
+export const SCRIPT_EXTENSIONS = ['.py', '.js', '.mjs', '.cjs', '.ts', '.mts'];
+
+export class UnsupportedScriptError extends Error {
+  override readonly name = 'UnsupportedScriptError';
+}
+
+export async function readDroppedScript(file: File): Promise<DroppedScript> {
+  if (!SCRIPT_EXTENSIONS.some((ext) => file.name.toLowerCase().endsWith(ext))) {
+    throw new UnsupportedScriptError(`${file.name} is not an agent script (${SCRIPT_EXTENSIONS.join(', ')})`);
+  }
+  const path = desktopBridge()?.getPathForFile(file);
+  if (path) return { filename: file.name, path };
+  return { filename: file.name, content: await file.text() };
+}

@@ -1,0 +1,135 @@
+/**
+ * The client runner's boundary types: what `POST /api/clients` takes (attach a script with its tasks), what
+ * `GET /api/clients` answers, and the result line an agent script prints. Pure types and zod schemas.
+ */
+import { z } from 'zod';
+import { episodeSamplingSchema } from './swarm-api.ts';
+
+/** How a script is run; `auto` picks by file extension (.py → python, .js/.mjs/.cjs/.ts/.mts → node). */
+export const scriptRuntimeSchema = z.enum(['auto', 'node', 'python']);
+export type ScriptRuntime = z.infer<typeof scriptRuntimeSchema>;
+
+const nameSchema = z
+  .string()
+  .regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/, 'use 1–64 letters, digits, dot, dash or underscore, starting with a letter or digit');
+
+/** A role name becomes part of env var names (`OPENAI_API_KEY_PROPOSER`), so it is a plain identifier. */
+const roleNameSchema = z.string().regex(/^[A-Za-z][A-Za-z0-9_]{0,31}$/, 'roles are identifiers: letters, digits, underscore');
+
+/** One task: an object with a string or number id; everything else is the task's own data. */
+export const taskSchema = z.looseObject({ id: z.union([z.string().min(1), z.number()]) });
+export type Task = z.infer<typeof taskSchema> & Record<string, unknown>;
+
+export const attachClientSchema = z
+  .object({
+    name: nameSchema,
+    /** A script file on the peer's machine, or its content uploaded with a file name (the name picks the runtime). */
+    script: z.union([
+      z.object({ path: z.string().min(1) }),
+      z.object({ content: z.string().min(1).max(2_000_000), filename: z.string().regex(/^[^/\\]+\.(py|js|mjs|cjs|ts|mts)$/) }),
+    ]),
+    runtime: scriptRuntimeSchema.default('auto'),
+    /** A JSONL file, a generator module (.js/.ts exporting a function or iterable of tasks), or the tasks inline. */
+    tasks: z.union([z.object({ path: z.string().min(1) }), z.object({ inline: z.array(taskSchema).min(1) })]),
+    /** A module whose default export computes the reward when the agent does not (`(task, output) => number`). */
+    rewardModule: z.string().min(1).optional(),
+    /** One model for the whole script, or a team: role → model (proposer + verifier). */
+    model: z.string().min(1).optional(),
+    models: z.record(roleNameSchema, z.string().min(1)).optional(),
+    /** Model names the script hard-codes (e.g. "gpt-4o-mini") that the gateway maps to the trained model. */
+    aliases: z.array(z.string().min(1)).default([]),
+    /** GRPO group size: each train task runs this many times. */
+    repeat: z.number().int().min(1).max(1024).default(1),
+    concurrency: z.number().int().min(1).max(1024).default(4),
+    /** Share of episodes among attached scripts (weighted fair scheduling). */
+    weight: z.number().positive().max(1000).default(1),
+    /** Passes over the task source; omitted = keep going until detached. */
+    epochs: z.number().int().min(1).optional(),
+    timeLimitS: z.number().positive().max(86_400).default(600),
+    /** The script is killed when it prints nothing for this long (0 = never). */
+    outputIdleS: z.number().min(0).max(86_400).default(0),
+    /** Sent to the episode API: no LLM call for this long aborts the episode there. */
+    idleTimeoutS: z.number().positive().max(86_400).optional(),
+    /** Re-runs of a task whose episode failed, with exponential backoff. */
+    retries: z.number().int().min(0).max(10).default(1),
+    /** Consecutive failures that pause the script (circuit breaker). */
+    maxConsecutiveFailures: z.number().int().min(1).max(1000).default(5),
+    /** Re-attaching under the same name: let in-flight episodes of the old version finish, or abort them. */
+    inFlight: z.enum(['finish', 'abort']).default('finish'),
+    /** Node scripts run under Node's permission model (no reads outside their folder, node_modules and work dir). */
+    sandbox: z.boolean().default(true),
+    /** Sampling for eval episodes (train episodes sample the policy as it is). */
+    sampling: episodeSamplingSchema.optional(),
+  })
+  .refine((v) => (v.model === undefined) !== (v.models === undefined), {
+    message: 'give either model (one model) or models (role → model for a team), not both and not neither',
+    path: ['model'],
+  })
+  .refine((v) => v.models === undefined || Object.keys(v.models).length >= 2, {
+    message: 'a team needs at least two roles',
+    path: ['models'],
+  });
+export type AttachClientRequest = z.input<typeof attachClientSchema>;
+export type AttachClientOptions = z.output<typeof attachClientSchema>;
+
+export type ClientState = 'running' | 'paused' | 'broken' | 'finished';
+
+export interface TaskMetrics {
+  episodes: number;
+  aborted: number;
+  rewardSum: number;
+  meanReward: number | null;
+}
+
+export interface ClientStatus {
+  name: string;
+  state: ClientState;
+  /** Why a client is paused or broken (the circuit breaker's reason, or "paused by user"). */
+  reason: string | null;
+  version: number;
+  scriptHash: string;
+  scriptFile: string;
+  runtime: 'node' | 'python';
+  models: Record<string, string>;
+  weight: number;
+  concurrency: number;
+  repeat: number;
+  inFlight: number;
+  counts: { started: number; ended: number; aborted: number; retried: number; consecutiveFailures: number };
+  meanReward: number | null;
+  perTask: Record<string, TaskMetrics>;
+}
+
+export interface ClientRunRecord {
+  episodeIds: string[];
+  client: string;
+  scriptHash: string;
+  taskId: string;
+  kind: 'train' | 'eval';
+  status: 'running' | 'ended' | 'aborted';
+  reason: string | null;
+  reward: number | null;
+  exitCode: number | null;
+  /** How long the script's process ran (spawn to exit); the rest of the episode's time is the runner's. */
+  processMs: number | null;
+  stdout: string;
+  stderr: string;
+  startedAt: string;
+  endedAt: string | null;
+}
+
+/** The line an agent script prints last (or that the reward module returns). */
+export const scriptResultSchema = z.union([
+  z.object({ reward: z.number().finite(), success: z.boolean().optional(), metrics: z.record(z.string(), z.number()).optional() }),
+  z.object({
+    rewards: z.record(z.string(), z.number().finite()),
+    success: z.boolean().optional(),
+    metrics: z.record(z.string(), z.number()).optional(),
+  }),
+]);
+export type ScriptResult = z.infer<typeof scriptResultSchema>;
+
+/** Events the runner pushes over the control WebSocket. */
+export type RunnerEvent =
+  | { type: 'client'; data: ClientStatus }
+  | { type: 'client-paused'; data: { name: string; reason: string; breaker: boolean } };

@@ -1,0 +1,124 @@
+/** `agentjet attach SCRIPT --tasks FILE --model M …`: attaches an agent script to the running peer (hot swap when the name exists). */
+import { readFileSync } from 'node:fs';
+import { basename, extname, resolve } from 'node:path';
+import type { AttachClientRequest, ClientStatus } from '../../common/runner-api.ts';
+import { parsePositiveInt, UsageError, type Command } from './command.ts';
+import { dataDirOption, dataDirUsage, PeerClient } from './peer-client.ts';
+
+export const attachCommand: Command = {
+  name: 'attach',
+  summary: 'attach an agent script (JS, TS or Python) with its tasks to the running peer',
+  usage: `agentjet attach SCRIPT --tasks FILE (--model M | --team role=model,role=model) [options]
+
+  Runs SCRIPT once per episode with OPENAI_BASE_URL, OPENAI_API_KEY, AGENTJET_MODEL and AGENTJET_TASK set,
+  and reads its last stdout line {"reward": n}. Attaching again under the same name swaps the script live.
+
+Options:
+  --tasks FILE        tasks: JSONL ({"id", …} per line; "split":"eval" = held out) or a generator module
+  --model M           the model to train
+  --team R=M,R=M      a team: one model per role (proposer=m1,verifier=m2)
+  --alias NAME        a model name the script hard-codes (repeatable), e.g. gpt-4o-mini
+  --name NAME         the client's name (default: the script's file name)
+  --reward FILE       a module computing the reward from the task and the script's output
+  --repeat N          episodes per task (GRPO group size, default 1)
+  --concurrency N     episodes of this script at once (default 4)
+  --weight W          share of episodes among attached scripts (default 1)
+  --epochs N          passes over the tasks (default: until detached)
+  --time-limit S      seconds per episode before the process tree is killed (default 600)
+  --retries N         re-runs of a failed task (default 1)
+  --runtime R         auto, node or python (default auto, by extension)
+  --abort-in-flight   when swapping, abort the old version's running episodes instead of letting them finish
+  --no-sandbox        run Node scripts without Node's permission model
+  --upload            send the script and tasks' content instead of their paths
+${dataDirUsage}
+  --json              print the client's status as JSON`,
+  options: {
+    ...dataDirOption,
+    tasks: { type: 'string' },
+    model: { type: 'string' },
+    team: { type: 'string' },
+    alias: { type: 'string', multiple: true },
+    name: { type: 'string' },
+    reward: { type: 'string' },
+    repeat: { type: 'string' },
+    concurrency: { type: 'string' },
+    weight: { type: 'string' },
+    epochs: { type: 'string' },
+    'time-limit': { type: 'string' },
+    retries: { type: 'string' },
+    runtime: { type: 'string' },
+    'abort-in-flight': { type: 'boolean' },
+    'no-sandbox': { type: 'boolean' },
+    upload: { type: 'boolean' },
+    json: { type: 'boolean' },
+  },
+  positionals: { min: 1, max: 1, names: 'SCRIPT (the agent script to attach)' },
+  async run(values, [scriptArg]) {
+    const request = attachRequest(values, scriptArg);
+    const status = await PeerClient.fromDataDir(values).request<ClientStatus>('POST', '/clients', request);
+    if (values.json) process.stdout.write(JSON.stringify(status, null, 2) + '\n');
+    else {
+      process.stdout.write(
+        `attached ${status.name} v${status.version} (${status.runtime}, sha256 ${status.scriptHash.slice(0, 12)}) → ${Object.values(status.models).join(', ')}; ` +
+          `weight ${status.weight}, concurrency ${status.concurrency}, repeat ${status.repeat}\n`,
+      );
+    }
+    return 0;
+  },
+};
+
+export function attachRequest(values: Record<string, unknown>, scriptArg: string): AttachClientRequest {
+  const tasks = values.tasks as string | undefined;
+  if (!tasks) throw new UsageError('--tasks FILE is required');
+  const model = values.model as string | undefined;
+  const team = values.team as string | undefined;
+  if (!model === !team) throw new UsageError('give --model M, or --team role=model,role=model for a team');
+  const script = resolve(scriptArg);
+  const number = (flag: string) => {
+    const v = values[flag] as string | undefined;
+    if (v === undefined) return undefined;
+    const n = Number(v);
+    if (!Number.isFinite(n) || n <= 0) throw new UsageError(`--${flag} must be a positive number, got "${v}"`);
+    return n;
+  };
+  const runtime = values.runtime as string | undefined;
+  if (runtime !== undefined && !['auto', 'node', 'python'].includes(runtime)) throw new UsageError(`--runtime must be auto, node or python, got "${runtime}"`);
+  const upload = values.upload === true;
+  if (upload && ['.js', '.mjs', '.cjs', '.ts', '.mts'].includes(extname(tasks))) throw new UsageError('--upload takes a JSONL task file, not a generator module');
+  return {
+    name: (values.name as string | undefined) ?? basename(script).replace(/\.[^.]+$/, '').replace(/[^A-Za-z0-9._-]/g, '-'),
+    script: upload ? { content: readOrUsage(script), filename: basename(script) } : { path: script },
+    tasks: upload ? { inline: readOrUsage(resolve(tasks)).split('\n').filter((l) => l.trim()).map((l) => JSON.parse(l) as { id: string }) } : { path: resolve(tasks) },
+    ...(model ? { model } : { models: parseTeam(team!) }),
+    aliases: (values.alias as string[] | undefined) ?? [],
+    ...(values.reward ? { rewardModule: resolve(values.reward as string) } : {}),
+    ...(values.repeat !== undefined ? { repeat: parsePositiveInt('--repeat', values.repeat as string, 1) } : {}),
+    ...(values.concurrency !== undefined ? { concurrency: parsePositiveInt('--concurrency', values.concurrency as string, 4) } : {}),
+    ...(values.weight !== undefined ? { weight: number('weight') } : {}),
+    ...(values.epochs !== undefined ? { epochs: parsePositiveInt('--epochs', values.epochs as string, 1) } : {}),
+    ...(values['time-limit'] !== undefined ? { timeLimitS: number('time-limit') } : {}),
+    ...(values.retries !== undefined ? { retries: Number(values.retries) } : {}),
+    ...(runtime ? { runtime: runtime as 'auto' | 'node' | 'python' } : {}),
+    inFlight: values['abort-in-flight'] ? 'abort' : 'finish',
+    sandbox: values['no-sandbox'] !== true,
+  };
+}
+
+function parseTeam(text: string): Record<string, string> {
+  const team: Record<string, string> = {};
+  for (const part of text.split(',')) {
+    const m = /^([A-Za-z][A-Za-z0-9_]*)=(.+)$/.exec(part.trim());
+    if (!m) throw new UsageError(`--team takes role=model pairs separated by commas, got "${part}"`);
+    team[m[1]] = m[2];
+  }
+  if (Object.keys(team).length < 2) throw new UsageError('--team needs at least two roles');
+  return team;
+}
+
+function readOrUsage(path: string): string {
+  try {
+    return readFileSync(path, 'utf8');
+  } catch {
+    throw new UsageError(`cannot read ${path}`);
+  }
+}

@@ -1,0 +1,82 @@
+/**
+ * The peer's config file (`agentjet serve --config FILE`), JSON or YAML (chosen by extension: .json, else YAML).
+ * Every key is optional; command-line flags override the file (`--model` replaces its model list, `--alias` adds).
+ * Relative paths are relative to the file's folder.
+ *
+ *   # agentjet.yaml
+ *   port: 8470                 # 0 = any free port
+ *   host: 127.0.0.1
+ *   dataDir: ./agentjet-data
+ *   logLevel: info             # debug | info | warn | error | silent
+ *   models:
+ *     - source: builtin:tiny   # or a Hugging Face model folder: ./Qwen3-0.6B
+ *       name: tiny             # default: builtin name or folder name
+ *       aliases: [gpt-4o-mini] # other names clients may send as `model`
+ *       poolLimit: 64          # episodes at once on this model
+ *   aliases:                   # more aliases: NAME: MODEL
+ *     default: tiny
+ *
+ * A bad file is a ConfigFileError naming the key and the reason (the CLI exits with 2).
+ */
+import { readFileSync } from 'node:fs';
+import { dirname, extname, resolve } from 'node:path';
+import { parse as parseYaml } from 'yaml';
+import { z } from 'zod';
+
+export class ConfigFileError extends Error {
+  override name = 'ConfigFileError';
+  constructor(
+    readonly file: string,
+    readonly key: string | null,
+    reason: string,
+  ) {
+    super(key ? `${file}: ${key}: ${reason}` : `${file}: ${reason}`);
+  }
+}
+
+const modelEntrySchema = z
+  .object({
+    source: z.string().min(1),
+    name: z.string().min(1).optional(),
+    aliases: z.array(z.string().min(1)).optional(),
+    poolLimit: z.number().int().positive().optional(),
+  })
+  .strict();
+
+export const peerConfigSchema = z
+  .object({
+    port: z.number().int().min(0).max(65535).optional(),
+    host: z.string().min(1).optional(),
+    dataDir: z.string().min(1).optional(),
+    logLevel: z.enum(['debug', 'info', 'warn', 'error', 'silent']).optional(),
+    models: z.array(modelEntrySchema).optional(),
+    aliases: z.record(z.string(), z.string()).optional(),
+  })
+  .strict();
+
+export type PeerConfig = z.infer<typeof peerConfigSchema> & { baseDir: string };
+
+export function readConfigFile(path: string): PeerConfig {
+  const file = resolve(path);
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (err) {
+    throw new ConfigFileError(file, null, (err as NodeJS.ErrnoException).code === 'ENOENT' ? 'no such file' : (err as Error).message);
+  }
+  let value: unknown;
+  try {
+    value = extname(file).toLowerCase() === '.json' ? JSON.parse(text) : parseYaml(text);
+  } catch (err) {
+    throw new ConfigFileError(file, null, `not valid ${extname(file).toLowerCase() === '.json' ? 'JSON' : 'YAML'}: ${(err as Error).message}`);
+  }
+  const parsed = peerConfigSchema.safeParse(value ?? {});
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    const keys = issue.code === 'unrecognized_keys' ? issue.keys : [];
+    const path = [...issue.path, ...keys.slice(0, 1)].join('.');
+    const reason = issue.code === 'unrecognized_keys' ? 'unknown key' : issue.message;
+    throw new ConfigFileError(file, path || null, reason);
+  }
+  return { ...parsed.data, baseDir: dirname(file) };
+}

@@ -1,0 +1,116 @@
+/**
+ * `agentjet serve`, `status` and `episodes` as a user runs them: real child processes. The durability check kills
+ * the peer with SIGKILL right after an acknowledged `end` and reopens its store.
+ */
+import { once } from 'node:events';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import OpenAI from 'openai';
+import { afterAll, describe, expect, it } from 'vitest';
+import type { CreateEpisodeResponse } from '../../common/swarm-api.ts';
+import { episodeExportSchema } from '../../common/timeline/export.ts';
+import { openStore } from '../store/db.ts';
+import { readConfigFile, type ConfigFileError } from './config-file.ts';
+import { getCalls, getEpisode, getTimelines } from '../store/episodes.ts';
+import { runCli, startPeerProcess } from '../testing/peer-process.ts';
+
+const dirs: string[] = [];
+function tempDir() {
+  const dir = mkdtempSync(join(tmpdir(), 'agentjet-serve-'));
+  dirs.push(dir);
+  return dir;
+}
+afterAll(() => dirs.forEach((dir) => rmSync(dir, { recursive: true, force: true })));
+
+describe('config files', () => {
+  it('name the bad key and the reason', () => {
+    const dir = tempDir();
+    const file = join(dir, 'agentjet.yaml');
+    const errorOf = (text: string) => {
+      writeFileSync(file, text);
+      try {
+        readConfigFile(file);
+      } catch (err) {
+        return err as ConfigFileError;
+      }
+      throw new Error('expected a ConfigFileError');
+    };
+    expect(errorOf('models:\n  - source: builtin:tiny\n    poolLimit: many\n')).toMatchObject({ name: 'ConfigFileError', key: 'models.0.poolLimit' });
+    expect(errorOf('prot: 1\n')).toMatchObject({ name: 'ConfigFileError', key: 'prot' });
+    expect(errorOf('port: [1\n')).toMatchObject({ name: 'ConfigFileError', key: null });
+    writeFileSync(file, 'port: 0\nmodels:\n  - source: builtin:tiny\n    aliases: [small]\naliases:\n  default: tiny\n');
+    expect(readConfigFile(file)).toMatchObject({ port: 0, models: [{ source: 'builtin:tiny', aliases: ['small'] }], aliases: { default: 'tiny' }, baseDir: dir });
+  });
+});
+
+describe('agentjet serve: usage errors exit with 2', () => {
+  it('for a bad config file (naming the key) and for no model at all', async () => {
+    const dir = tempDir();
+    const file = join(dir, 'agentjet.yaml');
+    writeFileSync(file, 'models:\n  - source: builtin:tiny\n    poolLimit: many\n');
+    const bad = await runCli(['serve', '--config', file, '--data-dir', dir]);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toContain('models.0.poolLimit');
+    expect((await runCli(['serve', '--data-dir', dir])).code).toBe(2);
+  }, 200_000);
+});
+
+describe('agentjet serve with builtin:tiny', () => {
+  it('keeps an acknowledged end through SIGKILL, and the CLI shows and exports it', async () => {
+    const dataDir = tempDir();
+    const config = join(dataDir, 'agentjet.json');
+    writeFileSync(config, JSON.stringify({ port: 0, logLevel: 'warn', models: [{ source: 'builtin:tiny', aliases: ['small'] }] }));
+    const peer = await startPeerProcess(['serve', '--config', config, '--data-dir', dataDir]);
+    try {
+      const post = async (path: string, body: unknown) => {
+        const res = await fetch(`http://127.0.0.1:${peer.ready.port}/swarm/v1${path}`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${peer.ready.token}`, 'content-type': 'application/json' },
+          body: JSON.stringify(body),
+        });
+        return (await res.json()) as Record<string, unknown>;
+      };
+      const episode = (await post('/episodes', { model: 'small', taskId: 'durable' })) as unknown as CreateEpisodeResponse;
+      expect(episode.model).toBe('tiny');
+      const openai = new OpenAI({ baseURL: episode.baseUrl, apiKey: episode.apiKey, maxRetries: 0 });
+      await openai.chat.completions.create({ model: 'small', messages: [{ role: 'user', content: 'hi' }], max_tokens: 3 });
+
+      const minted = await runCli(['client-key', 'runner-1', '--data-dir', dataDir]);
+      const byClientKey = await fetch(`http://127.0.0.1:${peer.ready.port}/swarm/v1/status`, { headers: { authorization: `Bearer ${minted.stdout.trim()}` } });
+      expect(byClientKey.status).toBe(200);
+
+      const status = await runCli(['status', '--data-dir', dataDir]);
+      expect(status.code).toBe(0);
+      expect(status.stdout).toMatch(/tiny\s+rolling/);
+
+      const ack = await post(`/episodes/${episode.episodeId}/end`, { reward: 1 });
+      expect(ack.state).toBe('ended');
+
+      const list = await runCli(['episodes', 'list', '--data-dir', dataDir]);
+      expect(list.stdout).toContain(episode.episodeId);
+      const out = join(dataDir, 'export.json');
+      const exported = await runCli(['episodes', 'export', episode.episodeId, '--out', out, '--data-dir', dataDir]);
+      expect(exported.code).toBe(0);
+      const doc = episodeExportSchema.parse(JSON.parse(readFileSync(out, 'utf8')));
+      expect(doc.calls).toHaveLength(1);
+
+      peer.child.kill('SIGKILL');
+      await once(peer.child, 'exit');
+    } finally {
+      // After SIGKILL the child has a signalCode and no exitCode: stop() would wait for an exit that already happened.
+      if (peer.child.exitCode === null && peer.child.signalCode === null) await peer.stop();
+    }
+    const db = openStore(join(dataDir, 'agentjet.sqlite'));
+    try {
+      const [stored] = db.prepare("SELECT id FROM episodes WHERE task_id = 'durable'").all() as { id: string }[];
+      expect(getEpisode(db, stored.id)).toMatchObject({ state: 'ended', reward: 1 });
+      expect(getCalls(db, stored.id)).toHaveLength(1);
+      expect(getTimelines(db, stored.id)!.timelines).toHaveLength(1);
+    } finally {
+      db.close();
+    }
+    // The peer is gone: the CLI says so instead of hanging.
+    expect((await runCli(['status', '--data-dir', dataDir])).code).toBe(1);
+  }, 400_000);
+});

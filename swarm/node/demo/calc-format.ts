@@ -1,0 +1,63 @@
+/**
+ * The calculator task format as the builtin model's warm start and the demo need it: the agent's own prompt and
+ * tool (imported from the example, so that they are defined once), arithmetic tasks, and the reward (1 iff the
+ * final answer is the right number).
+ */
+import type { ChatMessage, ToolSpec } from '../../../worker/tokenizer/types.ts';
+import { calc, SYSTEM_PROMPT, TOOLS } from './agent-draft.ts';
+
+export interface CalcTask {
+  id: string;
+  question: string;
+  expression: string;
+  answer: number;
+}
+
+export const CALC_SYSTEM_PROMPT = SYSTEM_PROMPT;
+
+export const CALC_TOOL: ToolSpec = TOOLS[0] as ToolSpec;
+
+const OPS = ['+', '-', '*'] as const;
+
+/** Deterministic pseudo-random numbers in [0, 1) (mulberry32). */
+export function rng(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+export function evaluateExpression(expr: string): number | null {
+  const value = calc(expr);
+  return value === 'error' ? null : Number(value);
+}
+
+export function makeTasks(count: number, seed: number, prefix: string): CalcTask[] {
+  const rand = rng(seed);
+  const tasks: CalcTask[] = [];
+  for (let i = 0; i < count; i++) {
+    const a = Math.floor(rand() * 100);
+    const b = Math.floor(rand() * 100);
+    const op = OPS[Math.floor(rand() * OPS.length)];
+    const expression = `${a}${op}${b}`;
+    tasks.push({ id: `${prefix}-${i}`, question: `What is ${expression}?`, expression, answer: evaluateExpression(expression)! });
+  }
+  return tasks;
+}
+
+export function firstMessages(task: CalcTask): ChatMessage[] {
+  return [
+    { role: 'system', content: CALC_SYSTEM_PROMPT },
+    { role: 'user', content: task.question },
+  ];
+}
+
+/** The final answer is right when the last number in it is the task's answer. */
+export function rewardFor(task: CalcTask, finalText: string): number {
+  const numbers = finalText.match(/-?\d+/g);
+  return numbers && Number(numbers[numbers.length - 1]) === task.answer ? 1 : 0;
+}

@@ -1,0 +1,89 @@
+/**
+ * The demo end to end on a tiny configuration: a real peer, real agent processes speaking to the gateway, the real
+ * training loop. The agent asks the model one short question and reports a reward of its own; the demo must turn
+ * those rewards into optimizer steps that change the weights and the policy version.
+ */
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DEFAULT_DEMO, runDemo, type DemoOptions, type DemoProgress } from './demo.ts';
+import { writeDemoReport } from './report.ts';
+
+/** One chat call, then a reward the script decides: `REWARD` fixed, or varying so that groups differ. */
+const agentScript = (reward: string) => `
+const res = await fetch(process.env.OPENAI_BASE_URL + '/chat/completions', {
+  method: 'POST',
+  headers: { 'content-type': 'application/json', authorization: 'Bearer ' + process.env.OPENAI_API_KEY },
+  body: JSON.stringify({ model: process.env.AGENTJET_MODEL, messages: [{ role: 'user', content: 'Hi' }], max_tokens: 3 }),
+});
+if (!res.ok) throw new Error('gateway answered ' + res.status);
+await res.json();
+console.log(JSON.stringify({ reward: ${reward} }));
+`;
+
+const tasks = [
+  ...['a', 'b', 'c', 'd'].map((id) => ({ id, question: id })),
+  { id: 'held-1', question: 'x', split: 'eval' },
+  { id: 'held-2', question: 'y', split: 'eval' },
+];
+
+let dir: string;
+
+beforeAll(() => {
+  dir = mkdtempSync(join(tmpdir(), 'agentjet-demo-'));
+  writeFileSync(join(dir, 'varied.mjs'), agentScript('Math.random()'));
+  writeFileSync(join(dir, 'constant.mjs'), agentScript('1'));
+  writeFileSync(join(dir, 'tasks.jsonl'), tasks.map((t) => JSON.stringify(t)).join('\n') + '\n');
+});
+
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+const options = (over: Partial<DemoOptions>): DemoOptions => ({
+  ...DEFAULT_DEMO,
+  steps: 2,
+  tasks: join(dir, 'tasks.jsonl'),
+  reward: undefined,
+  batchTasks: 1,
+  groupSize: 2,
+  evalConcurrency: 2,
+  ...over,
+});
+
+describe('agentjet demo', () => {
+  it('turns the agent’s rewards into training steps that change the weights, and reports them', async () => {
+    const seen: DemoProgress['phase'][] = [];
+    const result = await runDemo(options({ script: join(dir, 'varied.mjs'), out: join(dir, 'run') }), (p) => seen.push(p.phase));
+
+    expect(result.steps).toBe(2);
+    expect(result.policyVersionAfter).toBe(result.policyVersionBefore + 2);
+    expect(result.weightsChanged).toBe(true);
+    for (const step of result.stepRecords) {
+      // Rewards drawn from (0, 1) reach the step's summary: neither all zero nor all one.
+      expect(step.rewardMean).toBeGreaterThan(0);
+      expect(step.rewardMean).toBeLessThan(1);
+      expect(step.metrics.trainedTokens).toBeGreaterThan(0);
+    }
+    expect(result.evalBefore.episodes).toBe(2);
+    expect(result.evalAfter.episodes).toBe(2);
+    expect(seen).toContain('train');
+    expect(seen[seen.length - 1]).toBe('done');
+
+    const report = writeDemoReport(result);
+    expect(readFileSync(report, 'utf8')).toContain('Held-out success');
+    for (const file of ['reward.svg', 'loss.svg', 'kl.svg', 'clip.svg', 'throughput.svg', 'merge.svg', 'summary.json']) {
+      expect(existsSync(join(dir, 'run', file))).toBe(true);
+    }
+  }, 300_000);
+
+  it('stops with DemoError when every group has the same reward (nothing to learn from)', async () => {
+    const run = runDemo(options({ script: join(dir, 'constant.mjs'), out: join(dir, 'flat'), stallTimeoutS: 3 }));
+    await expect(run).rejects.toMatchObject({ name: 'DemoError' });
+  }, 300_000);
+
+  it('refuses a task file without held-out tasks', async () => {
+    writeFileSync(join(dir, 'train-only.jsonl'), '{"id": "a"}\n');
+    const run = runDemo(options({ script: join(dir, 'varied.mjs'), tasks: join(dir, 'train-only.jsonl'), out: join(dir, 'none') }));
+    await expect(run).rejects.toMatchObject({ name: 'DemoError' });
+  });
+});

@@ -1,0 +1,353 @@
+/**
+ * The demo: one peer with a model, the calculator agent attached through the client runner, and the real training
+ * loop in between.
+ *
+ *   eval before  every held-out task once (eval episodes: never trained on)
+ *   train        train tasks in GRPO groups until the loop has done `steps` optimizer steps
+ *   eval after   the same held-out tasks again, on the trained weights
+ *
+ * Everything goes through the product's own paths: the agent is a child process speaking OpenAI to the gateway,
+ * rewards come from the example's grader, samples from the merged timelines in the store.
+ */
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { join, resolve } from 'node:path';
+import type { NamedTensors } from '../../../worker/common/engine.ts';
+import { mergeTimelines } from '../../common/timeline/merge.ts';
+import type { ClientRunRecord } from '../../common/runner-api.ts';
+import type { TrainStepSummary } from '../../common/api.ts';
+import { DEFAULT_POOL_LIMIT, type HostedModel } from '../models/model-host.ts';
+import { defaultModelName, parseModelSource } from '../models/model-spec.ts';
+import { PeerRuntime } from '../runtime.ts';
+import { checkpointsDir } from '../training/checkpoints.ts';
+import { resolveTrainingConfig, type TrainingConfigOverrides } from '../training/config.ts';
+import { TrainingLoop } from '../training/loop.ts';
+import { sqliteTrainingStore } from '../training/sqlite-training-store.ts';
+import { makeTasks } from './calc-format.ts';
+
+export class DemoError extends Error {
+  override name = 'DemoError';
+}
+
+const repoFile = (path: string) => fileURLToPath(new URL(`../../../${path}`, import.meta.url));
+
+export const DEFAULT_AGENT = repoFile('examples/calculator/agent.ts');
+export const DEFAULT_REWARD = repoFile('examples/calculator/reward.ts');
+
+export interface DemoOptions {
+  /** Optimizer steps to train. */
+  steps: number;
+  /** `builtin:tiny` or a Hugging Face model folder. */
+  model: string;
+  /** The run folder (report, plots, task files, the peer's data). */
+  out: string;
+  /** Agent script, task file (JSONL; tasks with "split": "eval" are held out) and grader; default: the calculator. */
+  script: string;
+  tasks?: string;
+  reward?: string;
+  /** Held-out and train tasks generated for the calculator when no task file is given. */
+  evalTasks: number;
+  trainTasks: number;
+  batchTasks: number;
+  groupSize: number;
+  learningRate: number;
+  /** Weight of the KL penalty towards the starting weights (0: off, and the KL plot stays flat). */
+  klCoef: number;
+  /** Eval episodes sample at this temperature (0: greedy). */
+  evalTemperature: number;
+  /** Episodes in flight during evaluation. */
+  evalConcurrency: number;
+  /** Seed of the generated tasks. */
+  seed: number;
+  /** Give up (DemoError) when training makes no step for this long, e.g. every group's rewards are equal. */
+  stallTimeoutS: number;
+}
+
+export const DEFAULT_DEMO: DemoOptions = {
+  steps: 20,
+  model: 'builtin:tiny',
+  out: '',
+  script: DEFAULT_AGENT,
+  reward: DEFAULT_REWARD,
+  evalTasks: 100,
+  trainTasks: 2000,
+  batchTasks: 4,
+  groupSize: 4,
+  learningRate: 1e-3,
+  klCoef: 0.001,
+  evalTemperature: 0,
+  evalConcurrency: 25,
+  seed: 2026,
+  stallTimeoutS: 600,
+};
+
+export interface EvalResult {
+  episodes: number;
+  /** Episodes with reward ≥ 1 over all held-out episodes (aborted ones count as failures). */
+  successRate: number;
+  meanReward: number;
+  aborted: number;
+  wallS: number;
+}
+
+export interface StepRecord extends TrainStepSummary {
+  /** Seconds since training started, when the step finished. */
+  wallS: number;
+  /** Share of the step's finished train episodes with reward ≥ 1. */
+  successRate: number;
+  /** Tokens the trainer processed per second of its own step time. */
+  trainerTokensPerS: number;
+  /** Generated + trained tokens over the wall time since the previous step (rollouts included). */
+  endToEndTokensPerS: number;
+  /** Σ naive tokens ÷ Σ merged tokens of the episodes finished since the previous step. */
+  mergeTokenRatio: number;
+}
+
+export interface DemoResult {
+  steps: number;
+  wall_s: number;
+  episodes: number;
+  eval_before: number;
+  eval_after: number;
+  merge_token_ratio: number;
+  backend: string;
+  model: string;
+  policyVersionBefore: number;
+  policyVersionAfter: number;
+  /** Whether training changed the model's weights (compared tensor by tensor). */
+  weightsChanged: boolean;
+  evalBefore: EvalResult;
+  evalAfter: EvalResult;
+  stepRecords: StepRecord[];
+  options: DemoOptions;
+  outDir: string;
+}
+
+/** What the demo reports while it runs (the CLI draws progress bars from it). */
+export type DemoProgress =
+  | { phase: 'start'; model: string; backend: string }
+  | { phase: 'eval'; label: 'before' | 'after'; done: number; total: number; successRate: number }
+  | { phase: 'train'; step: number; total: number; record: StepRecord }
+  | { phase: 'done'; result: DemoResult };
+
+interface TaskFiles {
+  tasks: string;
+  eval: string;
+  evalCount: number;
+}
+
+/** The calculator's train and held-out tasks as JSONL in the run folder (held-out ones carry "split": "eval"). */
+function writeCalculatorTasks(dir: string, options: DemoOptions): TaskFiles {
+  const held = makeTasks(options.evalTasks, options.seed, 'eval').map((t) => ({ ...t, split: 'eval' }));
+  const train = makeTasks(options.trainTasks, options.seed + 1, 'train');
+  const heldExpressions = new Set(held.map((t) => t.expression));
+  const trainOnly = train.filter((t) => !heldExpressions.has(t.expression));
+  const tasks = join(dir, 'train.jsonl');
+  const evalFile = join(dir, 'eval.jsonl');
+  writeFileSync(tasks, trainOnly.map((t) => JSON.stringify(t)).join('\n') + '\n');
+  writeFileSync(evalFile, held.map((t) => JSON.stringify(t)).join('\n') + '\n');
+  return { tasks, eval: evalFile, evalCount: held.length };
+}
+
+/** A user's task file: train tasks and held-out tasks split into two files the runner reads. */
+async function splitUserTasks(dir: string, path: string): Promise<TaskFiles> {
+  const { openTaskSource, isHeldOut } = await import('../runner/tasks.ts');
+  const pass = await openTaskSource({ path: resolve(path) });
+  const train: unknown[] = [];
+  const held: unknown[] = [];
+  for await (const task of pass()) (isHeldOut(task) ? held : train).push(task);
+  if (held.length === 0) throw new DemoError(`${path} has no held-out tasks: mark some with "split": "eval"`);
+  if (train.length === 0) throw new DemoError(`${path} has no train tasks (every task is marked "split": "eval")`);
+  const tasks = join(dir, 'train.jsonl');
+  const evalFile = join(dir, 'eval.jsonl');
+  writeFileSync(tasks, train.map((t) => JSON.stringify(t)).join('\n') + '\n');
+  writeFileSync(evalFile, held.map((t) => JSON.stringify(t)).join('\n') + '\n');
+  return { tasks, eval: evalFile, evalCount: held.length };
+}
+
+export async function runDemo(options: DemoOptions, onProgress: (p: DemoProgress) => void = () => {}): Promise<DemoResult> {
+  const started = performance.now();
+  const outDir = resolve(options.out);
+  mkdirSync(outDir, { recursive: true });
+  const files = options.tasks ? await splitUserTasks(outDir, options.tasks) : writeCalculatorTasks(outDir, options);
+
+  const source = parseModelSource(options.model);
+  const modelName = defaultModelName(source);
+  const runtime = await PeerRuntime.start({
+    dataDir: join(outDir, 'peer'),
+    port: 0,
+    consoleLogLevel: 'silent',
+    uiRoot: outDir,
+    models: [{ name: modelName, source, aliases: [], poolLimit: DEFAULT_POOL_LIMIT }],
+  });
+  try {
+    const model = runtime.serving.models.find(modelName);
+    if (!model || model.state === 'failed') throw new DemoError(`the model ${options.model} did not load: ${model?.error ?? 'unknown'}`);
+    const backend = model.status().backend ?? 'unknown';
+    onProgress({ phase: 'start', model: options.model, backend });
+    const policyVersionBefore = model.policyVersion;
+    const weightsBefore = await model.engine.getWeights();
+
+    const attachBase = { script: { path: resolve(options.script) }, model: modelName, ...(options.reward ? { rewardModule: resolve(options.reward) } : {}) };
+    const evaluate = async (label: 'before' | 'after'): Promise<EvalResult> => {
+      const t0 = performance.now();
+      const name = `eval-${label}`;
+      const unsubscribe = runtime.runner.onRun((run) => {
+        if (run.client !== name || run.status === 'running') return;
+        const done = runtime.runner.runs(name, files.evalCount * 4).filter((r) => r.status !== 'running' && r.kind === 'eval');
+        onProgress({ phase: 'eval', label, done: done.length, total: files.evalCount, successRate: successShare(done) });
+      });
+      await runtime.runner.attach({
+        ...attachBase,
+        name,
+        tasks: { path: files.eval },
+        epochs: 1,
+        retries: 0,
+        concurrency: options.evalConcurrency,
+        sampling: { temperature: options.evalTemperature },
+      });
+      await runtime.runner.settled(name);
+      unsubscribe();
+      const runs = runtime.runner.runs(name, files.evalCount * 4).filter((r) => r.kind === 'eval' && r.status !== 'running');
+      await runtime.runner.detach(name);
+      return {
+        episodes: runs.length,
+        successRate: successShare(runs),
+        meanReward: runs.length ? runs.reduce((a, r) => a + (r.reward ?? 0), 0) / runs.length : 0,
+        aborted: runs.filter((r) => r.status === 'aborted').length,
+        wallS: (performance.now() - t0) / 1000,
+      };
+    };
+
+    const evalBefore = await evaluate('before');
+    const { records, episodes } = await train(runtime, model, files, options, attachBase, onProgress);
+    const weightsChanged = differ(weightsBefore, await model.engine.getWeights());
+    const evalAfter = await evaluate('after');
+
+    const merged = records.reduce((a, r) => a + r.metrics.tokens, 0);
+    const naive = records.reduce((a, r) => a + r.metrics.tokens * r.mergeTokenRatio, 0);
+    const result: DemoResult = {
+      steps: records.length,
+      wall_s: Math.round((performance.now() - started) / 100) / 10,
+      episodes: episodes + evalBefore.episodes + evalAfter.episodes,
+      eval_before: evalBefore.successRate,
+      eval_after: evalAfter.successRate,
+      merge_token_ratio: merged > 0 ? Math.round((naive / merged) * 1000) / 1000 : 1,
+      backend,
+      model: options.model,
+      policyVersionBefore,
+      policyVersionAfter: model.policyVersion,
+      weightsChanged,
+      evalBefore,
+      evalAfter,
+      stepRecords: records,
+      options,
+      outDir,
+    };
+    onProgress({ phase: 'done', result });
+    return result;
+  } finally {
+    await runtime.stop();
+  }
+}
+
+function differ(a: NamedTensors, b: NamedTensors): boolean {
+  return Object.entries(a).some(([name, t]) => {
+    const other = b[name]?.data;
+    return !other || other.length !== t.data.length || t.data.some((v, i) => v !== other[i]);
+  });
+}
+
+function successShare(runs: ClientRunRecord[]): number {
+  return runs.length ? runs.filter((r) => r.status === 'ended' && (r.reward ?? 0) >= 1).length / runs.length : 0;
+}
+
+/** Attaches the train tasks and runs the real training loop until it has done `options.steps` steps. */
+async function train(
+  runtime: PeerRuntime,
+  model: HostedModel,
+  files: TaskFiles,
+  options: DemoOptions,
+  attachBase: Record<string, unknown>,
+  onProgress: (p: DemoProgress) => void,
+): Promise<{ records: StepRecord[]; episodes: number }> {
+  const overrides: TrainingConfigOverrides = {
+    batchTasks: options.batchTasks,
+    groupSize: options.groupSize,
+    maxSteps: model.step + options.steps,
+    checkpointEvery: 0,
+    train: { learningRate: options.learningRate, klCoef: options.klCoef },
+  };
+  const store = sqliteTrainingStore(runtime.db);
+  const loop = new TrainingLoop({
+    model,
+    config: resolveTrainingConfig(overrides),
+    store,
+    checkpointDir: checkpointsDir(runtime.paths.dataDir, model.name),
+    log: runtime.log.child({ component: 'demo-training' }),
+    publish: (event) => runtime.events.broadcast(event),
+  });
+
+  // Episodes finished since the last step: their rewards and merge savings go into that step's record.
+  let window = { episodes: 0, successes: 0, naive: 0, merged: 0, generated: 0 };
+  let episodes = 0;
+  const unsubscribe = model.onEpisodeDone((done) => {
+    if (done.kind !== 'train' || done.outcome !== 'ended') return;
+    episodes++;
+    const savings = mergeTimelines(store.episodeCalls(done.episodeId)).savings;
+    window.episodes++;
+    if ((done.reward ?? 0) >= 1) window.successes++;
+    window.naive += savings.naiveTokens;
+    window.merged += savings.mergedTokens;
+    window.generated += savings.generatedTokens;
+  });
+
+  const records: StepRecord[] = [];
+  const t0 = performance.now();
+  let lastStepAt = t0;
+  const firstStep = model.step;
+  await loop.start();
+  await runtime.runner.attach({
+    ...attachBase,
+    name: 'train',
+    tasks: { path: files.tasks },
+    repeat: options.groupSize,
+    concurrency: options.batchTasks * options.groupSize,
+    retries: 0,
+    maxConsecutiveFailures: 1000,
+  } as Parameters<typeof runtime.runner.attach>[0]);
+  try {
+    let after = firstStep;
+    while (records.length < options.steps) {
+      await new Promise((r) => setTimeout(r, 250));
+      if (performance.now() - lastStepAt > options.stallTimeoutS * 1000) {
+        throw new DemoError(`no training step in ${options.stallTimeoutS} s: groups need different rewards to learn from (is the model able to solve any task?)`);
+      }
+      const state = loop.state();
+      if (state.status === 'failed') throw new DemoError(`training failed: ${state.lastError}`);
+      const client = runtime.runner.get('train');
+      if (client.state === 'broken') throw new DemoError(`the agent script keeps failing: ${client.reason}`);
+      for (const step of store.listSteps(model.name, { afterStep: after, limit: 100 })) {
+        after = step.step;
+        const now = performance.now();
+        const record: StepRecord = {
+          ...step,
+          wallS: (now - t0) / 1000,
+          successRate: window.episodes ? window.successes / window.episodes : step.rewardMean,
+          trainerTokensPerS: step.metrics.tokens / Math.max(1e-3, step.metrics.timeMs / 1000),
+          endToEndTokensPerS: (step.metrics.tokens + window.generated) / Math.max(1e-3, (now - lastStepAt) / 1000),
+          mergeTokenRatio: window.merged > 0 ? window.naive / window.merged : 1,
+        };
+        lastStepAt = now;
+        window = { episodes: 0, successes: 0, naive: 0, merged: 0, generated: 0 };
+        records.push(record);
+        onProgress({ phase: 'train', step: records.length, total: options.steps, record });
+      }
+    }
+  } finally {
+    unsubscribe();
+    await runtime.runner.detach('train', { abortInFlight: true });
+    await loop.stop();
+  }
+  return { records, episodes };
+}

@@ -1,0 +1,54 @@
+/**
+ * The warm-start corpus for the builtin tiny model: calculator conversations rendered with the builtin ChatML
+ * template, exactly as the gateway renders the example agent's requests. Most demonstrations answer from the
+ * model's own arithmetic and some call the `calc` tool, so the warm-started policy knows both ways and RL has
+ * something to choose between (tool calls are right far more often).
+ */
+import type { TrainSample } from '../../../worker/common/engine.ts';
+import { builtinTokenizerBundle } from '../../../worker/tokenizer/load.ts';
+import type { ChatMessage } from '../../../worker/tokenizer/types.ts';
+import { CALC_TOOL, type CalcTask, firstMessages } from './calc-format.ts';
+
+const IM_END = '<|im_end|>';
+
+/** A demonstration: the tool path (call, result, answer) or the direct path (answer at once). */
+export function demonstration(task: CalcTask, useTool: boolean): ChatMessage[] {
+  const messages = firstMessages(task);
+  if (useTool) {
+    const callId = 'call_0';
+    messages.push({ role: 'assistant', content: '', tool_calls: [{ id: callId, type: 'function', function: { name: CALC_TOOL.function.name, arguments: JSON.stringify({ expr: task.expression }) } }] });
+    messages.push({ role: 'tool', content: String(task.answer), tool_call_id: callId });
+  }
+  messages.push({ role: 'assistant', content: String(task.answer) });
+  return messages;
+}
+
+/**
+ * Token ids of a conversation with lossMask = 1 on every assistant turn, through its <|im_end|> (the newline the
+ * template writes after it comes with the next prompt, as in a served episode).
+ *
+ * `declareTools: false` leaves the template's tool preamble (~450 bytes) out of the system turn: the same turns in
+ * a row a quarter as long, which is where the warm start learns the copying cheaply (attention cost grows with
+ * the square of the row); a shorter final phase with the preamble adapts it to the prompts it will be served.
+ */
+export function sftSample(messages: ChatMessage[], declareTools = true): TrainSample {
+  const { tokenizer, template } = builtinTokenizerBundle();
+  const tools = declareTools ? [CALC_TOOL] : undefined;
+  const render = (upTo: number, addGenerationPrompt: boolean) => template.render(messages.slice(0, upTo), { tools, addGenerationPrompt });
+  const tokens: number[] = [];
+  const lossMask: number[] = [];
+  let covered = '';
+  messages.forEach((message, i) => {
+    if (message.role !== 'assistant') return;
+    const prompt = render(i, true);
+    const withTurn = render(i + 1, false);
+    const context = tokenizer.encode(prompt.slice(covered.length));
+    let turn = withTurn.slice(prompt.length);
+    turn = turn.slice(0, turn.lastIndexOf(IM_END) + IM_END.length);
+    const generated = tokenizer.encode(turn);
+    tokens.push(...context, ...generated);
+    lossMask.push(...context.map(() => 0), ...generated.map(() => 1));
+    covered = prompt + turn;
+  });
+  return { tokens, lossMask, advantages: tokens.map(() => 0), oldLogprobs: tokens.map(() => 0) };
+}

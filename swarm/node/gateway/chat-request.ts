@@ -1,0 +1,127 @@
+/**
+ * The `POST /v1/chat/completions` request as OpenAI defines it, validated at the edge. Unknown fields are ignored
+ * (clients send many: `user`, `parallel_tool_calls`, penalties …); known fields with wrong types are a 400 that
+ * names the field. Messages are normalized to the chat template's ChatMessage.
+ */
+import { z } from 'zod';
+import type { ChatMessage, ToolSpec } from '../../../worker/tokenizer/types.ts';
+
+/** OpenAI caps `n` at 128; continuous batching makes more than a few per call pointless on one machine. */
+export const MAX_N = 16;
+export const MAX_STOP_SEQUENCES = 4;
+export const MAX_TOP_LOGPROBS = 20;
+
+/** Text parts only: this gateway serves text models. Image or audio parts are refused with the field named. */
+const textPartSchema = z.object({ type: z.literal('text'), text: z.string() });
+const contentSchema = z.union([z.string(), z.array(textPartSchema)]);
+
+const toolCallSchema = z.object({
+  id: z.string(),
+  type: z.literal('function').default('function'),
+  function: z.object({ name: z.string().min(1), arguments: z.string() }),
+});
+
+const messageSchema = z.discriminatedUnion('role', [
+  z.object({ role: z.literal('system'), content: contentSchema, name: z.string().optional() }),
+  // `developer` is the newer name of `system` (OpenAI's reasoning models); templates only know `system`.
+  z.object({ role: z.literal('developer'), content: contentSchema, name: z.string().optional() }),
+  z.object({ role: z.literal('user'), content: contentSchema, name: z.string().optional() }),
+  z.object({
+    role: z.literal('assistant'),
+    content: contentSchema.nullish(),
+    tool_calls: z.array(toolCallSchema).optional(),
+    reasoning_content: z.string().nullish(),
+    name: z.string().optional(),
+  }),
+  z.object({ role: z.literal('tool'), content: contentSchema, tool_call_id: z.string().min(1) }),
+]);
+
+const toolSchema = z.object({
+  type: z.literal('function'),
+  function: z.object({
+    name: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, 'tool names are 1–64 letters, digits, _ or -'),
+    description: z.string().optional(),
+    parameters: z.record(z.string(), z.unknown()).optional(),
+    strict: z.boolean().nullish(),
+  }),
+});
+
+const toolChoiceSchema = z.union([
+  z.enum(['none', 'auto', 'required']),
+  z.object({ type: z.literal('function'), function: z.object({ name: z.string().min(1) }) }),
+]);
+
+export const chatCompletionRequestSchema = z
+  .object({
+    model: z.string().min(1),
+    messages: z.array(messageSchema).min(1),
+    tools: z.array(toolSchema).optional(),
+    tool_choice: toolChoiceSchema.optional(),
+    stream: z.boolean().nullish(),
+    stream_options: z.object({ include_usage: z.boolean().optional() }).nullish(),
+    n: z.number().int().min(1).max(MAX_N).nullish(),
+    temperature: z.number().min(0).max(2).nullish(),
+    top_p: z.number().gt(0).max(1).nullish(),
+    max_tokens: z.number().int().positive().nullish(),
+    max_completion_tokens: z.number().int().positive().nullish(),
+    stop: z.union([z.string().min(1), z.array(z.string().min(1)).max(MAX_STOP_SEQUENCES)]).nullish(),
+    seed: z.number().int().nullish(),
+    logprobs: z.boolean().nullish(),
+    top_logprobs: z.number().int().min(0).max(MAX_TOP_LOGPROBS).nullish(),
+  })
+  .superRefine((req, ctx) => {
+    if (req.top_logprobs && !req.logprobs) {
+      ctx.addIssue({ code: 'custom', path: ['top_logprobs'], message: 'top_logprobs needs logprobs: true' });
+    }
+    const choice = req.tool_choice;
+    const toolNames = (req.tools ?? []).map((t) => t.function.name);
+    if ((choice === 'required' || typeof choice === 'object') && toolNames.length === 0) {
+      ctx.addIssue({ code: 'custom', path: ['tool_choice'], message: 'tool_choice asks for a tool call but no tools were given' });
+    }
+    if (typeof choice === 'object' && !toolNames.includes(choice.function.name)) {
+      ctx.addIssue({ code: 'custom', path: ['tool_choice'], message: `tool_choice names "${choice.function.name}", which is not in tools` });
+    }
+  });
+
+export type ChatCompletionRequest = z.infer<typeof chatCompletionRequestSchema>;
+type RequestMessage = ChatCompletionRequest['messages'][number];
+
+function contentText(content: z.infer<typeof contentSchema> | null | undefined): string | null {
+  if (content === null || content === undefined) return null;
+  return typeof content === 'string' ? content : content.map((part) => part.text).join('');
+}
+
+export function toChatMessages(messages: RequestMessage[]): ChatMessage[] {
+  return messages.map((m): ChatMessage => {
+    switch (m.role) {
+      case 'system':
+      case 'developer':
+        return { role: 'system', content: contentText(m.content) };
+      case 'user':
+        return { role: 'user', content: contentText(m.content) };
+      case 'tool':
+        return { role: 'tool', content: contentText(m.content), tool_call_id: m.tool_call_id };
+      case 'assistant': {
+        const message: ChatMessage = { role: 'assistant', content: contentText(m.content) };
+        if (m.tool_calls?.length) message.tool_calls = m.tool_calls;
+        if (m.reasoning_content) message.reasoning_content = m.reasoning_content;
+        return message;
+      }
+    }
+  });
+}
+
+export function toToolSpecs(req: ChatCompletionRequest): ToolSpec[] | undefined {
+  if (!req.tools?.length || req.tool_choice === 'none') return undefined;
+  return req.tools.map((t) => {
+    const fn: ToolSpec['function'] = { name: t.function.name };
+    if (t.function.description !== undefined) fn.description = t.function.description;
+    if (t.function.parameters !== undefined) fn.parameters = t.function.parameters;
+    return { type: 'function', function: fn };
+  });
+}
+
+export function stopStrings(req: ChatCompletionRequest): string[] {
+  if (!req.stop) return [];
+  return typeof req.stop === 'string' ? [req.stop] : req.stop;
+}

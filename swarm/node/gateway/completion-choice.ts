@@ -1,0 +1,128 @@
+/**
+ * One sampled choice of a chat completion, token by token: decodes the engine's tokens incrementally, splits the
+ * text into reasoning / content / tool calls (output-stream.ts), gathers logprobs, and at the end gives the
+ * OpenAI choice and the assistant message the tracker records.
+ */
+import { randomBytes } from 'node:crypto';
+import type { GenerateResult, GeneratedToken } from '../../../worker/common/engine.ts';
+import { StreamDecoder } from '../../../worker/tokenizer/stream-decoder.ts';
+import type { ChatMessage, Tokenizer, ToolCall } from '../../../worker/tokenizer/types.ts';
+import { OutputStream, type OutputEvent } from './output-stream.ts';
+
+export interface LogprobEntry {
+  token: string;
+  logprob: number;
+  bytes: number[];
+  top_logprobs: { token: string; logprob: number; bytes: number[] }[];
+}
+
+export type OpenAiFinishReason = 'stop' | 'length' | 'tool_calls';
+
+export interface ChoiceOptions {
+  index: number;
+  tokenizer: Tokenizer;
+  stopTokenIds: number[];
+  stopStrings: string[];
+  parseToolCalls: boolean;
+  /** Text the prompt already holds for this answer (a forced tool-call opening): parsed as if generated. */
+  forcedPrefix: string;
+  wantLogprobs: boolean;
+}
+
+const encoder = new TextEncoder();
+
+export function newToolCallId(): string {
+  return `call_${randomBytes(12).toString('base64url')}`;
+}
+
+export class CompletionChoice {
+  readonly tokens: GeneratedToken[] = [];
+  private readonly decoder: StreamDecoder;
+  private readonly output: OutputStream;
+  private readonly stopIds: Set<number>;
+  private pendingLogprobs: LogprobEntry[] = [];
+  private readonly allLogprobs: LogprobEntry[] = [];
+  private content = '';
+  private reasoning = '';
+  private readonly toolCalls: ToolCall[] = [];
+
+  constructor(private readonly options: ChoiceOptions) {
+    this.decoder = new StreamDecoder(options.tokenizer);
+    this.output = new OutputStream({ parseToolCalls: options.parseToolCalls, stopStrings: options.stopStrings, newToolCallId });
+    this.stopIds = new Set(options.stopTokenIds);
+  }
+
+  get index(): number {
+    return this.options.index;
+  }
+
+  /** Feeds the forced prefix; returns its events (none for a tool-call opening: it is held until the block closes). */
+  start(): OutputEvent[] {
+    return this.accept(this.output.push(this.options.forcedPrefix));
+  }
+
+  /** One generated token; returns what became visible. */
+  push(token: GeneratedToken): OutputEvent[] {
+    this.tokens.push(token);
+    // End-of-turn tokens are trained on but never shown; their text would be the tag itself.
+    if (this.stopIds.has(token.id)) return [];
+    if (this.options.wantLogprobs) this.addLogprob(token);
+    return this.accept(this.output.push(this.decoder.push(token.id)));
+  }
+
+  /** End of generation: what was held back. */
+  finish(): OutputEvent[] {
+    const events = this.output.push(this.decoder.flush());
+    return this.accept([...events, ...this.output.finish()]);
+  }
+
+  /** Logprobs gathered since the last call (streaming sends them with the next chunk). */
+  takeLogprobs(): LogprobEntry[] {
+    const taken = this.pendingLogprobs;
+    this.pendingLogprobs = [];
+    return taken;
+  }
+
+  finishReason(result: GenerateResult): OpenAiFinishReason {
+    if (this.toolCalls.length > 0) return 'tool_calls';
+    // A stop string found by our own scan (text level) also ends the answer normally.
+    if (result.finishReason === 'length' && !this.output.stopped) return 'length';
+    return 'stop';
+  }
+
+  /** The assistant message as the client receives it (and the tracker records it). */
+  message(): ChatMessage {
+    const content = this.content.trim();
+    const message: ChatMessage = { role: 'assistant', content: content === '' && this.toolCalls.length > 0 ? null : content };
+    if (this.toolCalls.length > 0) message.tool_calls = this.toolCalls;
+    if (this.reasoning.trim() !== '') message.reasoning_content = this.reasoning.trim();
+    return message;
+  }
+
+  logprobs(): { content: LogprobEntry[]; refusal: null } | null {
+    return this.options.wantLogprobs ? { content: this.allLogprobs, refusal: null } : null;
+  }
+
+  private accept(events: OutputEvent[]): OutputEvent[] {
+    for (const event of events) {
+      if (event.type === 'content') this.content += event.text;
+      else if (event.type === 'reasoning') this.reasoning += event.text;
+      else this.toolCalls.push(event.call);
+    }
+    return events;
+  }
+
+  private addLogprob(token: GeneratedToken) {
+    const entry: LogprobEntry = {
+      ...this.describe(token.id, token.logprob),
+      top_logprobs: (token.top ?? []).map((alt) => this.describe(alt.id, alt.logprob)),
+    };
+    this.pendingLogprobs.push(entry);
+    this.allLogprobs.push(entry);
+  }
+
+  private describe(id: number, logprob: number) {
+    const token = this.options.tokenizer.decode([id]);
+    return { token, logprob, bytes: [...encoder.encode(token)] };
+  }
+}

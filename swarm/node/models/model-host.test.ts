@@ -1,0 +1,76 @@
+import { describe, expect, it } from 'vitest';
+import { HostedModel, ModelNotReadyError, PoolFullError, type EpisodeDone } from './model-host.ts';
+import { resolveModelSpecs } from './model-spec.ts';
+import { ModelSpecError } from './model-host.ts';
+
+function model(limit = 2) {
+  const m = new HostedModel({ name: 'tiny', source: { kind: 'builtin', name: 'tiny' }, aliases: ['small'], poolLimit: limit });
+  m.setState('idle');
+  return m;
+}
+
+const done = (episodeId: string, outcome: EpisodeDone['outcome'] = 'ended'): EpisodeDone => ({
+  episodeId,
+  model: 'tiny',
+  groupId: 'g',
+  kind: 'train',
+  outcome,
+  reward: outcome === 'ended' ? 1 : null,
+  policyVersion: 0,
+});
+
+describe('HostedModel', () => {
+  it('rolls while episodes run, refuses past its pool limit, idles when empty', () => {
+    const m = model(2);
+    m.admitEpisode('a');
+    expect(m.state).toBe('rolling');
+    m.admitEpisode('b');
+    expect(() => m.admitEpisode('c')).toThrow(PoolFullError);
+    m.releaseEpisode(done('a'));
+    m.releaseEpisode(done('b', 'aborted'));
+    expect(m.state).toBe('idle');
+    expect(m.pool.active).toBe(0);
+  });
+
+  it('drains: no new episode, resolves when the last in flight finishes, tells listeners each outcome', async () => {
+    const m = model(4);
+    const seen: string[] = [];
+    m.onEpisodeDone((d) => seen.push(`${d.episodeId}:${d.outcome}`));
+    m.admitEpisode('a');
+    m.admitEpisode('b');
+    let drained = false;
+    const draining = m.drain().then(() => (drained = true));
+    expect(m.state).toBe('draining');
+    expect(() => m.admitEpisode('c')).toThrow(ModelNotReadyError);
+    m.releaseEpisode(done('a'));
+    await Promise.resolve();
+    expect(drained).toBe(false);
+    m.releaseEpisode(done('b', 'aborted'));
+    m.releaseEpisode(done('b', 'aborted')); // twice: counted once
+    await draining;
+    expect(seen).toEqual(['a:ended', 'b:aborted']);
+    m.setState('updating');
+    m.setPolicy(1, 1);
+    m.resume();
+    expect(m.status()).toMatchObject({ engineState: 'idle', policyVersion: 1, step: 1, pool: { active: 0, limit: 4 } });
+  });
+
+  it('answers to its name and aliases only', () => {
+    const m = model();
+    expect(m.answersTo('tiny') && m.answersTo('small')).toBe(true);
+    expect(m.answersTo('gpt-4')).toBe(false);
+  });
+});
+
+describe('resolveModelSpecs', () => {
+  it('names builtin models after themselves and adds aliases', () => {
+    const [spec] = resolveModelSpecs([{ source: 'builtin:tiny' }], ['gpt-4o-mini=tiny']);
+    expect(spec).toMatchObject({ name: 'tiny', source: { kind: 'builtin', name: 'tiny' }, aliases: ['gpt-4o-mini'] });
+  });
+
+  it('refuses duplicate names, aliases of unknown models and missing folders', () => {
+    expect(() => resolveModelSpecs([{ source: 'builtin:tiny' }, { source: 'builtin:tiny' }])).toThrow(ModelSpecError);
+    expect(() => resolveModelSpecs([{ source: 'builtin:tiny' }], ['x=nothing'])).toThrow(ModelSpecError);
+    expect(() => resolveModelSpecs([{ source: '/no/such/model/folder' }])).toThrow(ModelSpecError);
+  });
+});

@@ -1,0 +1,290 @@
+/**
+ * The model host: every model this peer serves, one trainer engine (a worker thread) each, with its tokenizer and
+ * chat template on the main thread for the gateway.
+ *
+ * Who uses what:
+ * - the gateway and the episode service read `HostedModel` (engine, tokenizer, template, state) and admit / release
+ *   episodes through `admitEpisode` / `releaseEpisode` (the pool);
+ * - the training loop (swarm/node/training) drives the state machine and the weights:
+ *
+ *     model.onEpisodeDone((done) => …)          // a train episode ended (or was aborted): maybe a batch is ready
+ *     await model.drain()                       // state 'draining': no new episodes; resolves when none is in flight
+ *     model.setState('updating')                // gateway answers 503 + Retry-After meanwhile
+ *     await model.engine.trainStep(samples)     // runs in the engine's worker thread
+ *     model.setPolicy(metrics.policyVersion, step)
+ *     model.resume()                            // back to 'rolling' (episodes in flight) or 'idle'
+ *
+ * States: loading → idle ⇄ rolling → draining → updating → rolling|idle; any → failed (engine could not start).
+ * `idle → rolling` happens by itself when an episode is admitted, `rolling → idle` when the last one leaves.
+ */
+import { EventEmitter } from 'node:events';
+import type { ModelStatus } from '../../common/api.ts';
+import type { BackendReport, ModelSource, TrainerEngine } from '../../../worker/common/engine.ts';
+import type { ChatTemplate, Tokenizer } from '../../../worker/tokenizer/types.ts';
+import type { TokenizerBundle } from '../../../worker/tokenizer/load.ts';
+
+export type EngineState = ModelStatus['engineState'];
+
+/** Episodes per model at once, unless configured: enough for a few GRPO groups in flight. */
+export const DEFAULT_POOL_LIMIT = 64;
+
+/** What a finished episode tells the training loop. Rewards and timelines are in the store by then (same transaction). */
+export interface EpisodeDone {
+  episodeId: string;
+  model: string;
+  /** The GRPO group (= task id). */
+  groupId: string;
+  kind: 'train' | 'eval';
+  /** ended: reward reported and stored; aborted: never trained on. */
+  outcome: 'ended' | 'aborted';
+  reward: number | null;
+  /** Policy version when the episode began. */
+  policyVersion: number;
+}
+
+export class ModelNotReadyError extends Error {
+  override name = 'ModelNotReadyError';
+  constructor(
+    readonly model: string,
+    readonly state: EngineState,
+  ) {
+    super(`model "${model}" is ${state}`);
+  }
+}
+
+export class PoolFullError extends Error {
+  override name = 'PoolFullError';
+  constructor(
+    readonly model: string,
+    readonly limit: number,
+  ) {
+    super(`model "${model}" already runs ${limit} episodes (its pool limit); retry when one ends`);
+  }
+}
+
+export class ModelSpecError extends Error {
+  override name = 'ModelSpecError';
+}
+
+export interface HostedModelSpec {
+  /** The name clients send as `model` (defaults to the source's name). */
+  name: string;
+  source: ModelSource;
+  aliases: string[];
+  poolLimit: number;
+}
+
+export class HostedModel {
+  readonly name: string;
+  readonly aliases: readonly string[];
+  readonly source: ModelSource;
+  state: EngineState = 'loading';
+  /** Set when the engine could not start. */
+  error: string | undefined;
+  /** The weights' version: bumped by every optimizer step, stamped on every call and episode. */
+  policyVersion = 0;
+  /** Optimizer steps done by this peer's training loop. */
+  step = 0;
+  readonly pool: { active: number; limit: number };
+  private readonly activeEpisodes = new Set<string>();
+  private readonly events = new EventEmitter<{ done: [EpisodeDone]; state: [EngineState]; empty: [] }>();
+  private loaded: { engine: TrainerEngine; tokenizer: Tokenizer; template: ChatTemplate } | undefined;
+
+  constructor(spec: HostedModelSpec) {
+    this.name = spec.name;
+    this.aliases = spec.aliases;
+    this.source = spec.source;
+    this.pool = { active: 0, limit: spec.poolLimit };
+  }
+
+  get engine(): TrainerEngine {
+    return this.require().engine;
+  }
+  get tokenizer(): Tokenizer {
+    return this.require().tokenizer;
+  }
+  get template(): ChatTemplate {
+    return this.require().template;
+  }
+  get backendReport(): BackendReport | null {
+    return this.loaded?.engine.info.backend ?? null;
+  }
+
+  /** The name and every alias: what a client may send as `model`. */
+  get names(): string[] {
+    return [this.name, ...this.aliases];
+  }
+
+  answersTo(name: string): boolean {
+    return name === this.name || this.aliases.includes(name);
+  }
+
+  /** Called once by the host when the engine and tokenizer are up. */
+  attach(engine: TrainerEngine, bundle: TokenizerBundle): void {
+    this.loaded = { engine, tokenizer: bundle.tokenizer, template: bundle.template };
+    this.policyVersion = engine.info.policyVersion;
+    this.setState('idle');
+  }
+
+  fail(error: string): void {
+    this.error = error;
+    this.setState('failed');
+  }
+
+  setState(state: EngineState): void {
+    if (this.state === state) return;
+    this.state = state;
+    this.events.emit('state', state);
+  }
+
+  /** After an update: new weights are live. */
+  setPolicy(policyVersion: number, step: number): void {
+    this.policyVersion = policyVersion;
+    this.step = step;
+  }
+
+  /** Leave draining/updating: 'rolling' when episodes are in flight, else 'idle'. */
+  resume(): void {
+    this.setState(this.pool.active > 0 ? 'rolling' : 'idle');
+  }
+
+  /** Whether new episodes may start now (the pool aside). */
+  get acceptsEpisodes(): boolean {
+    return this.state === 'idle' || this.state === 'rolling';
+  }
+
+  /** Reserves a pool slot for a new episode; throws ModelNotReadyError or PoolFullError. */
+  admitEpisode(episodeId: string): void {
+    if (!this.acceptsEpisodes) throw new ModelNotReadyError(this.name, this.state);
+    if (this.pool.active >= this.pool.limit) throw new PoolFullError(this.name, this.pool.limit);
+    this.activeEpisodes.add(episodeId);
+    this.pool.active = this.activeEpisodes.size;
+    if (this.state === 'idle') this.setState('rolling');
+  }
+
+  /** Frees the episode's slot and tells listeners (the training loop) how it finished. Idempotent per episode. */
+  releaseEpisode(done: EpisodeDone): void {
+    if (!this.activeEpisodes.delete(done.episodeId)) return;
+    this.pool.active = this.activeEpisodes.size;
+    if (this.pool.active === 0 && this.state === 'rolling') this.setState('idle');
+    this.events.emit('done', done);
+    if (this.pool.active === 0) this.events.emit('empty');
+  }
+
+  /** Stops admitting episodes ('draining') and resolves once every in-flight episode has ended or been aborted. */
+  async drain(): Promise<void> {
+    this.setState('draining');
+    await this.whenNoEpisodes();
+  }
+
+  whenNoEpisodes(): Promise<void> {
+    if (this.pool.active === 0) return Promise.resolve();
+    return new Promise((resolve) => this.events.once('empty', resolve));
+  }
+
+  onEpisodeDone(listener: (done: EpisodeDone) => void): () => void {
+    this.events.on('done', listener);
+    return () => this.events.off('done', listener);
+  }
+
+  onStateChange(listener: (state: EngineState) => void): () => void {
+    this.events.on('state', listener);
+    return () => this.events.off('state', listener);
+  }
+
+  status(): ModelStatus {
+    const status: ModelStatus = {
+      name: this.name,
+      source: formatModelSource(this.source),
+      engineState: this.state,
+      policyVersion: this.policyVersion,
+      step: this.step,
+      backend: this.backendReport?.name ?? null,
+      pool: { ...this.pool },
+    };
+    if (this.error) status.error = this.error;
+    return status;
+  }
+
+  /** Stops the engine's worker thread (safe to call twice, and before loading finished). */
+  async close(): Promise<void> {
+    const loaded = this.loaded;
+    this.loaded = undefined;
+    if (loaded) await loaded.engine.close();
+  }
+
+  private require() {
+    if (!this.loaded) throw new ModelNotReadyError(this.name, this.state);
+    return this.loaded;
+  }
+}
+
+/** Starts one engine for a source; the default starts a worker thread (worker/node/engine-client.ts). */
+export type EngineStarter = (source: ModelSource) => Promise<TrainerEngine>;
+export type TokenizerLoader = (source: ModelSource) => Promise<TokenizerBundle>;
+
+export interface ModelHostOptions {
+  startEngine: EngineStarter;
+  loadTokenizer: TokenizerLoader;
+  onError?: (model: string, error: Error) => void;
+}
+
+/** Every hosted model of the peer, looked up by name or alias. */
+export class ModelHost {
+  readonly models: HostedModel[] = [];
+
+  constructor(private readonly options: ModelHostOptions) {}
+
+  /**
+   * Registers the models and loads them all in parallel; resolves when every one is idle or failed. A model that
+   * fails stays listed as 'failed' with its error (the peer keeps serving the others).
+   */
+  async load(specs: HostedModelSpec[]): Promise<void> {
+    const added: HostedModel[] = [];
+    for (const spec of specs) {
+      for (const name of [spec.name, ...spec.aliases]) {
+        if (this.find(name)) throw new ModelSpecError(`model name "${name}" is used twice; names and aliases must be unique`);
+      }
+      const model = new HostedModel(spec);
+      this.models.push(model);
+      added.push(model);
+    }
+    await Promise.all(added.map((model) => this.loadOne(model)));
+  }
+
+  private async loadOne(model: HostedModel): Promise<void> {
+    try {
+      const [bundle, engine] = await Promise.all([this.options.loadTokenizer(model.source), this.options.startEngine(model.source)]);
+      model.attach(engine, bundle);
+    } catch (err) {
+      model.fail(`${(err as Error).name}: ${(err as Error).message}`);
+      this.options.onError?.(model.name, err as Error);
+    }
+  }
+
+  find(name: string): HostedModel | undefined {
+    return this.models.find((m) => m.answersTo(name));
+  }
+
+  status(): ModelStatus[] {
+    return this.models.map((m) => m.status());
+  }
+
+  /** The backend of the first engine that started, for status.backend. */
+  backend(): { name: string; reason: string } | null {
+    for (const model of this.models) {
+      const report = model.backendReport;
+      if (report) return { name: report.name, reason: report.reason };
+    }
+    return null;
+  }
+
+  async close(): Promise<void> {
+    await Promise.allSettled(this.models.map((m) => m.close()));
+  }
+}
+
+/** `builtin:tiny` or an absolute folder path. */
+export function formatModelSource(source: ModelSource): string {
+  return source.kind === 'builtin' ? `builtin:${source.name}` : source.path;
+}

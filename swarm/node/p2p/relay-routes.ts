@@ -1,0 +1,146 @@
+/**
+ * The seam between the local HTTP API and remote episodes: two routers mounted in front of the local
+ * `/swarm/v1/episodes` and `/v1/chat/completions`. Each consults the RemoteEpisodes registry first; anything not
+ * remote goes to the local router's own handler, untouched, so the runner and agents cannot tell the difference.
+ */
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { abortEpisodeRequestSchema, createEpisodeRequestSchema, endEpisodeRequestSchema } from '../../common/swarm-api.ts';
+import { bearerToken, tokensEqual } from '../control/auth.ts';
+import { verifyClientKey } from '../episodes/keys.ts';
+import { withEpisodeErrors } from '../episodes/http-errors.ts';
+import { HttpError, badRequest, unauthorized } from '../http/errors.ts';
+import { readBody, readValidated, sendJson } from '../http/respond.ts';
+import { Router, type RouteContext } from '../http/router.ts';
+import type { Mount } from '../http/server.ts';
+import type { Logger } from '../log.ts';
+import type { Serving } from '../models/serving.ts';
+import type { SwarmNode } from '../../../p2p/index.ts';
+import { peerGone } from './errors.ts';
+import type { RemoteEpisode, RemoteEpisodes } from './remote-episodes.ts';
+import { InferFrame } from './wire.ts';
+
+/** Same caps as the local routes (episodes: 1 MiB; the gateway's larger bodies are bounded by the infer protocol). */
+const EPISODE_BODY_LIMIT = 1024 * 1024;
+const INFER_BODY_LIMIT = 4 * 1024 * 1024 - 1024;
+
+export interface RelayInit {
+  node: SwarmNode;
+  remote: RemoteEpisodes;
+  serving: Serving;
+  mounts: Mount[];
+  controlToken: string;
+  secret: string;
+  gatewayUrl: () => string;
+  log: Logger;
+}
+
+/** Puts the relay mounts first (the HTTP server takes the first mount whose prefix matches). */
+export function mountRelayRoutes(init: RelayInit): void {
+  const local = (prefix: string) => {
+    const mount = init.mounts.find((m) => m.prefix === prefix);
+    if (!mount) throw new Error(`no local ${prefix} mount to relay in front of`);
+    return mount.router;
+  };
+  const delegate = (prefix: string) => async (req: IncomingMessage, res: ServerResponse, ctx: RouteContext) => {
+    const found = local(prefix).match(req.method ?? 'GET', ctx.url.pathname);
+    if (typeof found === 'number') throw new HttpError(found, 'NotFoundError', `no route ${ctx.url.pathname}`, { code: 'unknown_url' });
+    await found.handler(req, res, { url: ctx.url, params: found.params });
+  };
+  init.mounts.unshift(
+    { prefix: '/swarm/v1/episodes', router: episodesRelay(init, delegate('/swarm')), errorShape: 'api' },
+    { prefix: '/v1/chat/completions', router: chatRelay(init, delegate('/v1')), errorShape: 'openai' },
+  );
+}
+
+function episodesRelay(init: RelayInit, localHandler: (req: IncomingMessage, res: ServerResponse, ctx: RouteContext) => Promise<void>): Router {
+  // The same rule as the local /swarm/v1: the control token or one of this peer's client keys.
+  const authorize = (req: IncomingMessage): void => {
+    const given = bearerToken(req);
+    if (!given) throw unauthorized('missing bearer token; send the control token or a client key (agentjet client-key NAME)');
+    if (tokensEqual(given, init.controlToken) || verifyClientKey(init.secret, given)) return;
+    throw unauthorized("invalid token for /swarm/v1: not this peer's control token or one of its client keys");
+  };
+  const router = new Router();
+  router.post('/swarm/v1/episodes', async (req, res) => {
+    authorize(req);
+    const body = await readValidated(req, createEpisodeRequestSchema, EPISODE_BODY_LIMIT);
+    if (init.serving.models.find(body.model)) {
+      sendJson(res, 201, await withEpisodeErrors(() => init.serving.episodes.create(body)));
+      return;
+    }
+    const episode = await init.remote.begin(body);
+    sendJson(res, 201, { episodeId: episode.episodeId, baseUrl: init.gatewayUrl(), apiKey: episode.apiKey, model: episode.model, policyVersion: episode.policyVersion });
+  });
+  router.post('/swarm/v1/episodes/:id/:action', async (req, res, ctx) => {
+    const episode = init.remote.findById(ctx.params.id);
+    if (!episode || (ctx.params.action !== 'end' && ctx.params.action !== 'abort')) return localHandler(req, res, ctx);
+    authorize(req);
+    if (ctx.params.action === 'end') {
+      const body = await readValidated(req, endEpisodeRequestSchema, EPISODE_BODY_LIMIT);
+      sendJson(res, 200, await init.remote.end(episode, { ...body }));
+    } else {
+      const body = await readValidated(req, abortEpisodeRequestSchema, EPISODE_BODY_LIMIT);
+      sendJson(res, 200, await init.remote.abort(episode, body.reason));
+    }
+  });
+  return router;
+}
+
+function chatRelay(init: RelayInit, localHandler: (req: IncomingMessage, res: ServerResponse, ctx: RouteContext) => Promise<void>): Router {
+  const router = new Router();
+  router.post('/v1/chat/completions', async (req, res, ctx) => {
+    const key = bearerToken(req);
+    const episode = key ? init.remote.findByKey(key) : undefined;
+    if (!episode) return localHandler(req, res, ctx);
+    if (episode.gone) throw peerGone(episode.episodeId, episode.peerId, episode.gone);
+    const body = parseObject(await readBody(req, INFER_BODY_LIMIT));
+    await relayCompletion(init, episode, body, req, res);
+  });
+  return router;
+}
+
+/** Streams the server peer's gateway answer into `res` as it arrives (SSE or one JSON body alike). */
+async function relayCompletion(init: RelayInit, episode: RemoteEpisode, body: Record<string, unknown>, req: IncomingMessage, res: ServerResponse): Promise<void> {
+  const cancel = new AbortController();
+  const onClose = () => {
+    if (!res.writableFinished) cancel.abort();
+  };
+  res.on('close', onClose);
+  req.on('aborted', onClose);
+  try {
+    for await (const raw of init.node.infer.request(episode.peerId, { apiKey: episode.apiKey, body }, { signal: cancel.signal })) {
+      const frame = InferFrame.parse(raw);
+      if (frame.type === 'head') {
+        res.writeHead(frame.status, { 'content-type': frame.contentType, ...(frame.retryAfter ? { 'retry-after': frame.retryAfter } : {}) });
+        res.flushHeaders();
+      } else if (!res.destroyed) {
+        res.write(frame.text);
+      }
+    }
+    if (!res.destroyed) res.end();
+  } catch (err) {
+    if (cancel.signal.aborted) return;
+    init.remote.markGone(episode, `inference failed: ${(err as Error).name}`);
+    const error = peerGone(episode.episodeId, episode.peerId, episode.gone!);
+    init.log.warn('relayed call failed', { episodeId: episode.episodeId, peer: episode.peerId, error: String(err) });
+    if (!res.headersSent) throw error;
+    // A stream already started: say so in-band, as the local gateway does.
+    if (!res.destroyed) res.end(`data: ${JSON.stringify({ error: { message: error.message, type: 'server_error', param: null, code: 'peer_gone' } })}\n\n`);
+    // Best effort: the server may still be there (a dropped stream); the episode is over either way.
+    init.remote.abortQuietly(episode, 'relay to the server peer failed');
+  } finally {
+    res.off('close', onClose);
+  }
+}
+
+function parseObject(raw: Buffer): Record<string, unknown> {
+  if (raw.length === 0) throw badRequest('request body is empty; send a JSON object');
+  let value: unknown;
+  try {
+    value = JSON.parse(raw.toString('utf8'));
+  } catch (err) {
+    throw badRequest(`request body is not valid JSON: ${(err as Error).message}`);
+  }
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) throw badRequest('request body must be a JSON object');
+  return value as Record<string, unknown>;
+}

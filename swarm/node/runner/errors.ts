@@ -1,0 +1,47 @@
+/** Named errors of the client runner; callers and tests match on `name` (and `code` where there is one). */
+
+/** A task file or generator that cannot be read; says which line or export is wrong. */
+export class TaskSourceError extends Error {
+  override name = 'TaskSourceError';
+  constructor(
+    message: string,
+    readonly line?: number,
+  ) {
+    super(message);
+  }
+}
+
+/** A script that cannot be attached (missing file, unknown runtime). */
+export class ScriptAttachError extends Error {
+  override name = 'ScriptAttachError';
+}
+
+/** An alias the script would use is not a name of the model it is attached to, on the host that serves it. */
+export class ModelAliasError extends Error {
+  override name = 'ModelAliasError';
+}
+
+/** A reward module that cannot be loaded or that returned something other than a reward. */
+export class RewardModuleError extends Error {
+  override name = 'RewardModuleError';
+}
+
+export class ClientNotFoundError extends Error {
+  override name = 'ClientNotFoundError';
+}
+
+/** The episode API answered with an error; `status` and `errorName` are the remote's. */
+export class EpisodeApiError extends Error {
+  override name = 'EpisodeApiError';
+  constructor(
+    message: string,
+    readonly status: number,
+    readonly errorName: string,
+  ) {
+    super(message);
+  }
+  /** 503 (draining, pool full) and network failures are worth retrying; 4xx are not. */
+  get retryable(): boolean {
+    return this.status === 0 || this.status === 429 || this.status >= 500;
+  }
+}

@@ -1,0 +1,324 @@
+/**
+ * Hot swap, cocktail weights, teams, task sources, reward modules and the long-running SDKs, against the episode
+ * API over real HTTP (the test double in testing/episode-api-double.ts) with real child processes.
+ */
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+import type { ClientRunRecord } from '../../common/runner-api.ts';
+import { openStore } from '../store/db.ts';
+import { EpisodeApi } from './episode-api.ts';
+import { ClientRunner } from './runner.ts';
+import { useRunnerFixture } from './testing/fixture.ts';
+import { pythonExecutable, tsxLoaderUrl } from './script.ts';
+import { episodeSpecs, openTaskSource, parseJsonl } from './tasks.ts';
+import { episodeFromEnv } from '../../../sdk/typescript/agentjet.ts';
+
+const { setup, attachInline } = useRunnerFixture();
+const REWARD_1 = 'console.log(JSON.stringify({ reward: 1 }));';
+const SDK_DIR = fileURLToPath(new URL('../../../sdk/', import.meta.url));
+
+function scratch(): string {
+  return mkdtempSync(join(tmpdir(), 'agentjet-feat-'));
+}
+
+function waitForRuns(runner: { onRun(l: (r: ClientRunRecord) => void): () => void }, count: (r: ClientRunRecord) => boolean, n: number) {
+  return new Promise<void>((resolve) => {
+    let seen = 0;
+    const off = runner.onRun((r) => {
+      if (count(r) && ++seen >= n) {
+        off();
+        resolve();
+      }
+    });
+  });
+}
+
+describe('hot swap', () => {
+  it('new episodes run the new version; in-flight ones of the old version finish; each records its hash', async () => {
+    const { runner, double } = await setup();
+    const v1 = 'setTimeout(() => console.log(JSON.stringify({ reward: 1 })), 300);';
+    const v2 = 'console.log(JSON.stringify({ reward: 2 }));';
+    const first = await attachInline(runner, 'swap', 'agent.mjs', v1, { epochs: undefined, concurrency: 2 });
+    await waitForRuns(runner, (r) => r.client === 'swap', 2);
+    const second = await attachInline(runner, 'swap', 'agent.mjs', v2, { epochs: undefined, concurrency: 2 });
+    expect(second.version).toBe(2);
+    expect(second.scriptHash).not.toBe(first.scriptHash);
+    await waitForRuns(runner, (r) => r.scriptHash === second.scriptHash, 3);
+    await runner.detach('swap');
+
+    const runs = runner.runs('swap');
+    const firstNew = runs.findIndex((r) => r.scriptHash === second.scriptHash);
+    expect(runs.slice(0, firstNew).every((r) => r.scriptHash === first.scriptHash && r.reward === 1)).toBe(true);
+    // After the switch only old in-flight episodes (at most `concurrency`) may still end with the old hash.
+    expect(runs.slice(firstNew).filter((r) => r.scriptHash === first.scriptHash).length).toBeLessThanOrEqual(2);
+    expect(runs.filter((r) => r.scriptHash === second.scriptHash).every((r) => r.reward === 2)).toBe(true);
+    expect(runs.every((r) => r.status === 'ended')).toBe(true);
+    // The episode API saw each episode's script hash too.
+    const hashes = new Set(double.list({ client: 'swap' }).map((e) => e.scriptHash));
+    expect(hashes).toEqual(new Set([first.scriptHash, second.scriptHash]));
+  });
+
+  it('with inFlight: abort, episodes of the old version are aborted with the reason', async () => {
+    const { runner } = await setup();
+    await attachInline(runner, 'swap', 'slow.mjs', "console.log('started'); setTimeout(() => {}, 60_000);", { epochs: undefined, concurrency: 1 });
+    // Wait until the old version's process runs.
+    await new Promise((r) => setTimeout(r, 200));
+    await attachInline(runner, 'swap', 'fast.mjs', REWARD_1, { inFlight: 'abort', concurrency: 1 });
+    await runner.settled('swap');
+    const [old, ...rest] = runner.runs('swap');
+    expect(old.status).toBe('aborted');
+    expect(old.reason).toMatch(/replaced by version 2 of swap/);
+    expect(rest.map((r) => r.status)).toEqual(['ended']);
+  });
+});
+
+describe('cocktail', () => {
+  it('shares episodes 3:1 by weight (within ±0.1 of 0.75 over 32 episodes) and keeps per-script and per-task metrics', async () => {
+    const { runner } = await setup({ maxConcurrency: 4 });
+    const tasks = { inline: [{ id: 'x' }, { id: 'y' }] };
+    await attachInline(runner, 'heavy', 'a.mjs', REWARD_1, { weight: 3, epochs: undefined, concurrency: 4, tasks });
+    await attachInline(runner, 'light', 'b.mjs', 'console.log(JSON.stringify({ reward: 0 }));', { weight: 1, epochs: undefined, concurrency: 4, tasks });
+    await waitForRuns(runner, () => true, 32);
+    runner.pause('heavy');
+    runner.pause('light');
+    await Promise.all([runner.settled('heavy'), runner.settled('light')]);
+    const heavy = runner.get('heavy');
+    const light = runner.get('light');
+    const share = heavy.counts.started / (heavy.counts.started + light.counts.started);
+    expect(Math.abs(share - 0.75)).toBeLessThanOrEqual(0.1);
+    expect(heavy.meanReward).toBe(1);
+    expect(light.meanReward).toBe(0);
+    expect(Object.keys(heavy.perTask).sort()).toEqual(['x', 'y']);
+    expect(heavy.perTask.x.meanReward).toBe(1);
+  });
+});
+
+describe('teams', () => {
+  const TEAM = `
+    const roles = process.env.AGENTJET_ROLES.split(',');
+    for (const role of roles) {
+      const suffix = '_' + role.toUpperCase();
+      const res = await fetch(process.env['OPENAI_BASE_URL' + suffix] + '/chat/completions', {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: 'Bearer ' + process.env['OPENAI_API_KEY' + suffix] },
+        body: JSON.stringify({ model: process.env['AGENTJET_MODEL' + suffix], messages: [{ role: 'user', content: role }] }),
+      });
+      if (!res.ok) process.exit(4);
+    }
+    const task = JSON.parse(process.env.AGENTJET_TASK);
+    if (task.failVerifier) { console.error('verifier crashed'); process.exit(2); }
+    console.log(JSON.stringify({ rewards: { proposer: 1, verifier: 0 } }));`;
+
+  it('each role gets its own model and key; the roles are rewarded separately', async () => {
+    const { runner, double } = await setup();
+    await attachInline(runner, 'team', 'team.mjs', TEAM, { model: undefined, models: { proposer: 'prop-model', verifier: 'ver-model' } });
+    await runner.settled('team');
+    const episodes = double.list({ client: 'team' });
+    expect(episodes.map((e) => [e.model, e.state, e.reward, e.calls]).sort()).toEqual([
+      ['prop-model', 'ended', 1, 1],
+      ['ver-model', 'ended', 0, 1],
+    ]);
+    expect(episodes[0].teamId).toBeDefined();
+    expect(episodes[0].teamId).toBe(episodes[1].teamId);
+  });
+
+  it('when one member fails, all the team’s episodes are aborted', async () => {
+    const { runner, double } = await setup();
+    await attachInline(runner, 'team', 'team.mjs', TEAM, {
+      model: undefined,
+      models: { proposer: 'prop-model', verifier: 'ver-model' },
+      tasks: { inline: [{ id: 't', failVerifier: true }] },
+    });
+    await runner.settled('team');
+    const episodes = double.list({ client: 'team' });
+    expect(episodes.map((e) => e.state)).toEqual(['aborted', 'aborted']);
+    expect(episodes[0].reason).toMatch(/exited with code 2: verifier crashed/);
+  });
+
+  it('a team result missing a role aborts the whole team', async () => {
+    const { runner, double } = await setup();
+    await attachInline(runner, 'team', 'team.mjs', "console.log(JSON.stringify({ rewards: { proposer: 1 } }));", {
+      model: undefined,
+      models: { proposer: 'p', verifier: 'v' },
+    });
+    await runner.settled('team');
+    expect(double.list({ client: 'team' }).map((e) => e.state)).toEqual(['aborted', 'aborted']);
+    expect(runner.runs('team')[0].reason).toMatch(/no reward for role "verifier"/);
+  });
+});
+
+describe('task sources', () => {
+  it('reports the line of a bad JSONL task', () => {
+    expect(() => parseJsonl('{"id": 1}\n\n{"id": 2\n')).toThrow(expect.objectContaining({ name: 'TaskSourceError', line: 3 }));
+    expect(() => parseJsonl('{"id": 1}\n{"question": "no id"}')).toThrow(expect.objectContaining({ name: 'TaskSourceError', line: 2 }));
+    expect(() => parseJsonl('{"id": 1}\n{"id": 1}')).toThrow(expect.objectContaining({ name: 'TaskSourceError', line: 2 }));
+    expect(() => parseJsonl('\n')).toThrow(expect.objectContaining({ name: 'TaskSourceError' }));
+  });
+
+  it('runs train tasks `repeat` times in a row and held-out tasks once as eval episodes', async () => {
+    const dir = scratch();
+    const file = join(dir, 'tasks.jsonl');
+    writeFileSync(file, ['{"id": "a"}', '{"id": "h", "split": "eval"}', '{"id": "b"}'].join('\n'));
+    const specs: string[] = [];
+    for await (const s of episodeSpecs(await openTaskSource({ path: file }), 3, 1)) specs.push(`${s.taskId}:${s.kind}`);
+    expect(specs).toEqual(['a:train', 'a:train', 'a:train', 'b:train', 'b:train', 'b:train', 'h:eval']);
+
+    const { runner, double } = await setup();
+    await runner.attach({ name: 'split', script: { content: REWARD_1, filename: 'a.mjs' }, tasks: { path: file }, model: 'm', repeat: 2, epochs: 1 });
+    await runner.settled('split');
+    expect(double.list({ client: 'split' }).map((e) => `${e.taskId}:${e.kind}`).sort()).toEqual(['a:train', 'a:train', 'b:train', 'b:train', 'h:eval']);
+  });
+
+  it('takes tasks from a generator module, called once per pass', async () => {
+    const dir = scratch();
+    const file = join(dir, 'gen.ts');
+    writeFileSync(file, 'export default function* tasks(): Generator<{ id: string; n: number }> { for (let n = 0; n < 3; n++) yield { id: `g${n}`, n }; }\n');
+    const ids: string[] = [];
+    for await (const s of episodeSpecs(await openTaskSource({ path: file }), 1, 2)) ids.push(s.taskId);
+    expect(ids).toEqual(['g0', 'g1', 'g2', 'g0', 'g1', 'g2']);
+    writeFileSync(join(dir, 'bad.mjs'), 'export const nothing = 1;\n');
+    await expect(openTaskSource({ path: join(dir, 'bad.mjs') })).rejects.toMatchObject({ name: 'TaskSourceError' });
+  });
+
+  it('a reward module computes the reward from the task and the agent’s answer', async () => {
+    const dir = scratch();
+    const rewardFile = join(dir, 'reward.ts');
+    writeFileSync(rewardFile, 'export default ({ task, output }: { task: { answer: number }; output: { answer?: number } | null }) => (output?.answer === task.answer ? 1 : 0);\n');
+    const { runner, double } = await setup();
+    await attachInline(runner, 'graded', 'a.mjs', 'const t = JSON.parse(process.env.AGENTJET_TASK); console.log(JSON.stringify({ answer: t.guess }));', {
+      rewardModule: rewardFile,
+      tasks: { inline: [{ id: 'right', answer: 4, guess: 4 }, { id: 'wrong', answer: 4, guess: 5 }] },
+    });
+    await runner.settled('graded');
+    expect(Object.fromEntries(double.list({ client: 'graded' }).map((e) => [e.taskId, e.reward]))).toEqual({ right: 1, wrong: 0 });
+  });
+
+  it('refuses an attach with a bad task file, changing nothing', async () => {
+    const dir = scratch();
+    writeFileSync(join(dir, 'bad.jsonl'), '{"id": 1}\nnot json\n');
+    const { runner } = await setup();
+    await expect(runner.attach({ name: 'x', script: { content: REWARD_1, filename: 'a.mjs' }, tasks: { path: join(dir, 'bad.jsonl') }, model: 'm' })).rejects.toMatchObject({
+      name: 'TaskSourceError',
+      line: 2,
+    });
+    await expect(runner.attach({ name: 'x', script: { content: 'const x: = 1', filename: 'a.ts' }, tasks: { inline: [{ id: 1 }] }, model: 'm' })).rejects.toMatchObject({
+      name: 'ScriptAttachError',
+    });
+    expect(runner.list()).toEqual([]);
+  });
+});
+
+describe('restart', () => {
+  it('a new runner on the same store re-attaches what was attached (paused stays paused), not what was detached', async () => {
+    const { double, dataDir } = await setup();
+    const db = openStore(join(dataDir, 'store.sqlite'));
+    const first = new ClientRunner({ api: new EpisodeApi(double.swarmUrl, () => double.token), dataDir, scriptsDir: join(dataDir, 'scripts'), db });
+    const kept = await first.attach({ name: 'kept', script: { content: REWARD_1, filename: 'a.mjs' }, tasks: { inline: [{ id: 1 }] }, model: 'tiny', concurrency: 1 });
+    await waitForRuns(first, (r) => r.client === 'kept', 1);
+    first.pause('kept', 'looking at it');
+    await first.settled('kept');
+    await first.attach({ name: 'gone', script: { content: REWARD_1, filename: 'b.mjs' }, tasks: { inline: [{ id: 1 }] }, model: 'tiny', epochs: 1 });
+    await first.detach('gone');
+    await first.close();
+
+    const second = new ClientRunner({ api: new EpisodeApi(double.swarmUrl, () => double.token), dataDir, scriptsDir: join(dataDir, 'scripts'), db });
+    expect(await second.restore()).toEqual(['kept']);
+    expect(second.get('kept')).toMatchObject({ state: 'paused', reason: 'looking at it', scriptHash: kept.scriptHash, version: 2 });
+    // Runs recorded before the restart are still there.
+    expect(second.runs('kept').length).toBeGreaterThan(0);
+    expect(second.runs('kept').every((r) => r.status === 'ended')).toBe(true);
+    const again = await second.attach({ name: 'gone', script: { content: REWARD_1, filename: 'b.mjs' }, tasks: { inline: [{ id: 1 }] }, model: 'tiny', epochs: 1 });
+    expect(again.version).toBe(2);
+    await second.close();
+    db.close();
+  });
+});
+
+describe('SDK per-episode helpers', () => {
+  it('read the episode (or a team role’s) variables, and name what is missing', () => {
+    const env = {
+      AGENTJET_TASK: '{"id":"t","q":1}',
+      AGENTJET_EPISODE_KIND: 'eval',
+      AGENTJET_EPISODE_ID_VERIFIER: 'ep-v',
+      OPENAI_BASE_URL_VERIFIER: 'http://x/v1',
+      OPENAI_API_KEY_VERIFIER: 'k',
+      AGENTJET_MODEL_VERIFIER: 'm',
+    };
+    expect(episodeFromEnv('verifier', env)).toMatchObject({ task: { id: 't', q: 1 }, kind: 'eval', episodeId: 'ep-v', apiKey: 'k', model: 'm' });
+    expect(() => episodeFromEnv(undefined, env)).toThrow(expect.objectContaining({ name: 'AgentJetError' }));
+  });
+});
+
+describe('long-running SDK clients', () => {
+  async function runSdkClient(command: string, args: string[], env: Record<string, string>) {
+    const child = spawn(command, args, { env: { PATH: process.env.PATH, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d) => (stdout += d));
+    child.stderr.on('data', (d) => (stderr += d));
+    const [code] = (await once(child, 'exit')) as [number];
+    return { code, stdout, stderr };
+  }
+
+  it('TypeScript: begins many episodes at once, ends each with its reward, aborts the one whose agent threw', async () => {
+    const { double } = await setup();
+    const dir = scratch();
+    const file = join(dir, 'client.mts');
+    writeFileSync(
+      file,
+      `import { SwarmClient } from ${JSON.stringify(join(SDK_DIR, 'typescript/agentjet.ts'))};
+      const swarm = new SwarmClient();
+      const tasks = [{ id: 'a', q: 'x' }, { id: 'b', q: 'yy' }, { id: 'bad', q: '' }];
+      const summary = await swarm.run(tasks, async (episode, task) => {
+        if (task.id === 'bad') throw new Error('tool exploded');
+        const res = await fetch(episode.baseUrl + '/chat/completions', { method: 'POST',
+          headers: { 'content-type': 'application/json', authorization: 'Bearer ' + episode.apiKey },
+          body: JSON.stringify({ model: episode.model, messages: [{ role: 'user', content: task.q }] }) });
+        const text = (await res.json()).choices[0].message.content;
+        return { reward: text.length };
+      }, { model: 'tiny', concurrency: 3, repeat: 2 });
+      console.log(JSON.stringify(summary));`,
+    );
+    const out = await runSdkClient(process.execPath, ['--import', tsxLoaderUrl(), file], { AGENTJET_SWARM_URL: double.swarmUrl, AGENTJET_CLIENT_KEY: double.token });
+    expect(out.stderr).toBe('');
+    expect(JSON.parse(out.stdout)).toMatchObject({ ended: 4, aborted: 2, errors: ['Error: tool exploded', 'Error: tool exploded'] });
+    const episodes = double.list();
+    expect(episodes.filter((e) => e.state === 'ended').map((e) => [e.taskId, e.reward]).sort()).toEqual([
+      ['a', 'echo: x'.length],
+      ['a', 'echo: x'.length],
+      ['b', 'echo: yy'.length],
+      ['b', 'echo: yy'.length],
+    ]);
+    expect(episodes.filter((e) => e.state === 'aborted').map((e) => e.reason)).toEqual(['Error: tool exploded', 'Error: tool exploded']);
+  });
+
+  it('Python (standard library): the same, with threads', async () => {
+    const { double } = await setup();
+    const dir = scratch();
+    const file = join(dir, 'client.py');
+    writeFileSync(
+      file,
+      `import json, sys
+sys.path.insert(0, ${JSON.stringify(join(SDK_DIR, 'python'))})
+import agentjet
+swarm = agentjet.SwarmClient()
+def agent(episode, task):
+    if task["id"] == "bad":
+        raise ValueError("tool exploded")
+    return len(episode.chat([{"role": "user", "content": task["q"]}])["content"])
+summary = swarm.run([{"id": "a", "q": "x"}, {"id": "bad", "q": ""}], agent, model="tiny", concurrency=4, repeat=3)
+print(json.dumps(summary))
+`,
+    );
+    const out = await runSdkClient(pythonExecutable(), [file], { AGENTJET_SWARM_URL: double.swarmUrl, AGENTJET_CLIENT_KEY: double.token });
+    expect(out.stderr).toBe('');
+    expect(JSON.parse(out.stdout)).toMatchObject({ ended: 3, aborted: 3, mean_reward: 'echo: x'.length });
+    expect(double.list({ state: 'ended' }).map((e) => e.reward)).toEqual([7, 7, 7]);
+    expect(double.list({ state: 'aborted' }).every((e) => e.reason === 'ValueError: tool exploded')).toBe(true);
+  });
+});

@@ -1,0 +1,189 @@
+/**
+ * Attached scripts: each version is snapshotted (copied under `<dataDir>/scripts/<name>/<hash>/`) so that the
+ * content hash recorded with every episode is what actually ran, and editing the original file changes nothing
+ * until it is attached again (hot swap). A `node_modules` link beside the copy lets it import the packages its
+ * original location saw (or the app's: `openai` and friends).
+ */
+import { createHash } from 'node:crypto';
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdirSync, readFileSync, realpathSync, renameSync, symlinkSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { basename, dirname, extname, join, resolve } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { transformSync } from 'esbuild';
+import type { ScriptRuntime } from '../../common/runner-api.ts';
+import { ScriptAttachError } from './errors.ts';
+
+export interface ScriptVersion {
+  name: string;
+  /** sha256 of the content, hex. */
+  hash: string;
+  /** The snapshot that runs. */
+  file: string;
+  /** A TypeScript script transpiled to an ES module, for the sandbox (where tsx's loader cannot start esbuild). */
+  compiled?: string;
+  runtime: 'node' | 'python';
+  /** Where it came from (a path, or "upload:<filename>"). */
+  origin: string;
+}
+
+const NODE_EXTENSIONS = new Set(['.js', '.mjs', '.cjs', '.ts', '.mts']);
+const TS_EXTENSIONS = new Set(['.ts', '.mts']);
+const APP_NODE_MODULES = fileURLToPath(new URL('../../../node_modules', import.meta.url));
+const PYTHON_GUARD = fileURLToPath(new URL('./python-guard.py', import.meta.url));
+
+export function hashContent(content: string | Buffer): string {
+  return createHash('sha256').update(content).digest('hex');
+}
+
+export function resolveRuntime(filename: string, runtime: ScriptRuntime): 'node' | 'python' {
+  if (runtime !== 'auto') return runtime;
+  const ext = extname(filename).toLowerCase();
+  if (ext === '.py') return 'python';
+  if (NODE_EXTENSIONS.has(ext)) return 'node';
+  throw new ScriptAttachError(`cannot tell how to run "${filename}": use a .py, .js, .mjs, .cjs, .ts or .mts file, or say runtime: node|python`);
+}
+
+export function snapshotScript(
+  scriptsDir: string,
+  name: string,
+  source: { path: string } | { content: string; filename: string },
+  runtime: ScriptRuntime,
+): ScriptVersion {
+  let content: Buffer;
+  let filename: string;
+  let nodeModules = APP_NODE_MODULES;
+  // Uploads are ES modules (top-level await works); a file keeps the module type of the package it came from.
+  let moduleType = 'module';
+  let origin: string;
+  if ('path' in source) {
+    const path = resolve(source.path);
+    try {
+      content = readFileSync(path);
+    } catch (err) {
+      throw new ScriptAttachError(`cannot read script ${path}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+    }
+    filename = basename(path);
+    nodeModules = nearestNodeModules(dirname(path)) ?? APP_NODE_MODULES;
+    moduleType = nearestModuleType(dirname(path));
+    origin = path;
+  } else {
+    content = Buffer.from(source.content, 'utf8');
+    filename = source.filename;
+    origin = `upload:${filename}`;
+  }
+  const resolvedRuntime = resolveRuntime(filename, runtime);
+  const hash = hashContent(content);
+  const dir = join(scriptsDir, name, hash.slice(0, 16));
+  const file = join(dir, filename);
+  if (!existsSync(file)) {
+    mkdirSync(dir, { recursive: true });
+    const tmp = `${file}.${process.pid}.tmp`;
+    writeFileSync(tmp, content);
+    renameSync(tmp, file);
+    if (existsSync(nodeModules)) symlinkSync(nodeModules, join(dir, 'node_modules'), 'dir');
+    writeFileSync(join(dir, 'package.json'), JSON.stringify({ type: moduleType }) + '\n');
+  }
+  const compiled = TS_EXTENSIONS.has(extname(file)) ? transpile(file, content) : undefined;
+  return { name, hash, file, runtime: resolvedRuntime, origin, compiled };
+}
+
+/** Type-strips a TypeScript script once per version; a syntax error is an attach error, not N failed episodes. */
+function transpile(file: string, content: Buffer): string {
+  const out = `${file}.mjs`;
+  if (existsSync(out)) return out;
+  let code: string;
+  try {
+    code = transformSync(content.toString('utf8'), { loader: 'ts', format: 'esm', target: 'node20', sourcefile: basename(file) }).code;
+  } catch (err) {
+    throw new ScriptAttachError(`${basename(file)} does not compile: ${(err as Error).message}`);
+  }
+  writeFileSync(`${out}.${process.pid}.tmp`, code);
+  renameSync(`${out}.${process.pid}.tmp`, out);
+  return out;
+}
+
+function nearestNodeModules(from: string): string | undefined {
+  for (let dir = from; ; dir = dirname(dir)) {
+    const candidate = join(dir, 'node_modules');
+    if (existsSync(candidate)) return candidate;
+    if (dirname(dir) === dir) return undefined;
+  }
+}
+
+function nearestModuleType(from: string): string {
+  for (let dir = from; ; dir = dirname(dir)) {
+    const candidate = join(dir, 'package.json');
+    if (existsSync(candidate)) {
+      try {
+        return (JSON.parse(readFileSync(candidate, 'utf8')) as { type?: string }).type === 'module' ? 'module' : 'commonjs';
+      } catch {
+        return 'commonjs';
+      }
+    }
+    if (dirname(dir) === dir) return 'commonjs';
+  }
+}
+
+export interface LaunchOptions {
+  workDir: string;
+  sandbox: boolean;
+  /** The peer's data directory: off limits to scripts. */
+  dataDir: string;
+}
+
+/** The command line for one run of a script version. */
+export function launchCommand(script: ScriptVersion, options: LaunchOptions): { command: string; args: string[] } {
+  const scriptDir = dirname(script.file);
+  if (script.runtime === 'python') {
+    if (!options.sandbox) return { command: pythonExecutable(), args: [script.file] };
+    const policy = JSON.stringify({ deny: [options.dataDir], allow: [scriptDir] });
+    return { command: pythonExecutable(), args: [PYTHON_GUARD, policy, script.file] };
+  }
+  if (options.sandbox) {
+    // Under the permission model tsx cannot spawn esbuild: run the version transpiled at attach time.
+    return { command: process.execPath, args: [...nodePermissionFlags(script, options), script.compiled ?? script.file] };
+  }
+  const args: string[] = [];
+  if (TS_EXTENSIONS.has(extname(script.file))) args.push('--import', tsxLoaderUrl());
+  args.push(script.file);
+  return { command: process.execPath, args };
+}
+
+/**
+ * Node's permission model: reads only in the script's folder (its node_modules link included) and its work dir,
+ * writes only in the work dir; no child processes, worker threads or native addons.
+ */
+function nodePermissionFlags(script: ScriptVersion, options: LaunchOptions): string[] {
+  const scriptDir = dirname(script.file);
+  const reads = [`${scriptDir}/*`, `${options.workDir}/*`];
+  const linked = join(scriptDir, 'node_modules');
+  if (existsSync(linked)) reads.push(`${realpathSync(linked)}/*`);
+  return [PERMISSION_FLAG, ...reads.map((r) => `--allow-fs-read=${r}`), `--allow-fs-write=${options.workDir}/*`, '--no-warnings'];
+}
+
+/** Node 20 spells it --experimental-permission; newer Node (and Electron's) --permission. */
+const PERMISSION_FLAG = process.allowedNodeEnvironmentFlags.has('--permission') ? '--permission' : '--experimental-permission';
+
+/** Inside Electron, process.execPath is the app: this makes it behave as plain Node for the script. */
+export function nodeRuntimeEnv(): Record<string, string> {
+  return process.versions.electron ? { ELECTRON_RUN_AS_NODE: '1' } : {};
+}
+
+let tsxLoader: string | undefined;
+export function tsxLoaderUrl(): string {
+  tsxLoader ??= pathToFileURL(createRequire(import.meta.url).resolve('tsx')).href;
+  return tsxLoader;
+}
+
+let python: string | undefined;
+/** The real interpreter behind `python3` (version-manager shims need the HOME the script does not get). */
+export function pythonExecutable(): string {
+  if (python) return python;
+  try {
+    python = execFileSync('python3', ['-c', 'import sys; print(sys.executable)'], { encoding: 'utf8' }).trim();
+  } catch {
+    throw new ScriptAttachError('python3 was not found on PATH; install Python 3 to run .py agent scripts');
+  }
+  return python;
+}

@@ -1,0 +1,200 @@
+/**
+ * The training loop on a real peer: PeerRuntime (SQLite store, HTTP), the model host with builtin:tiny in a worker
+ * thread, episodes and the gateway driven over HTTP the way an agent and its runner drive them.
+ */
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import WebSocket from 'ws';
+import type { ServerEvent, TrainStepSummary } from '../../common/api.ts';
+import type { CreateEpisodeResponse } from '../../common/swarm-api.ts';
+import type { NamedTensors } from '../../../worker/common/engine.ts';
+import type { EngineState } from '../models/model-host.ts';
+import { PeerRuntime } from '../runtime.ts';
+import { getEpisode } from '../store/episodes.ts';
+import { checkpointsDir, CHECKPOINT_META } from './checkpoints.ts';
+import { startTrainingService, type TrainingService } from './service.ts';
+import { sqliteTrainingStore } from './sqlite-training-store.ts';
+
+const dataDir = mkdtempSync(join(tmpdir(), 'agentjet-training-'));
+const TRAINING = { batchTasks: 2, groupSize: 2, checkpointEvery: 1, train: { learningRate: 1e-3 } };
+
+afterAll(() => rmSync(dataDir, { recursive: true, force: true }));
+
+async function startPeer(): Promise<{ runtime: PeerRuntime; training: TrainingService }> {
+  const runtime = await PeerRuntime.start({
+    dataDir,
+    port: 0,
+    consoleLogLevel: 'silent',
+    models: [{ name: 'tiny', source: { kind: 'builtin', name: 'tiny' }, aliases: [], poolLimit: 16 }],
+  });
+  const training = await startTrainingService({ runtime, host: runtime.serving.models, store: sqliteTrainingStore(runtime.db), config: TRAINING });
+  return { runtime, training };
+}
+
+async function post(runtime: PeerRuntime, path: string, body: unknown, token = runtime.token) {
+  const res = await fetch(`http://127.0.0.1:${runtime.port}${path}`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+  });
+  return { status: res.status, body: (await res.json()) as Record<string, unknown> & { error?: { name: string } } };
+}
+
+async function get(runtime: PeerRuntime, path: string) {
+  const res = await fetch(`http://127.0.0.1:${runtime.port}${path}`, { headers: { authorization: `Bearer ${runtime.token}` } });
+  return { status: res.status, body: (await res.json()) as Record<string, unknown> };
+}
+
+async function startEpisode(runtime: PeerRuntime, taskId: string, extra: Record<string, unknown> = {}): Promise<CreateEpisodeResponse> {
+  const res = await post(runtime, '/swarm/v1/episodes', { model: 'tiny', taskId, sampling: { max_tokens: 6 }, ...extra });
+  expect(res.status, JSON.stringify(res.body)).toBe(201);
+  return res.body as unknown as CreateEpisodeResponse;
+}
+
+/** One LLM call of the episode through the OpenAI-compatible gateway. */
+async function chat(episode: CreateEpisodeResponse, messages: { role: string; content: string }[]): Promise<string> {
+  const res = await fetch(`${episode.baseUrl}/chat/completions`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${episode.apiKey}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ model: 'tiny', messages, max_tokens: 6 }),
+  });
+  expect(res.status).toBe(200);
+  const body = (await res.json()) as { choices: { message: { content: string | null } }[] };
+  return body.choices[0].message.content ?? '';
+}
+
+/** A two-turn agent: act, observe, act again; then report the reward. */
+async function runEpisode(runtime: PeerRuntime, taskId: string, reward: number, kind: 'train' | 'eval' = 'train'): Promise<string> {
+  const episode = await startEpisode(runtime, taskId, { kind });
+  const messages = [
+    { role: 'system', content: 'You solve tasks.' },
+    { role: 'user', content: `Task ${taskId}: count to three.` },
+  ];
+  const first = await chat(episode, messages);
+  await chat(episode, [...messages, { role: 'assistant', content: first }, { role: 'user', content: 'Output: ok' }]);
+  const end = await post(runtime, `/swarm/v1/episodes/${episode.episodeId}/end`, { reward });
+  expect(end.status, JSON.stringify(end.body)).toBe(200);
+  return episode.episodeId;
+}
+
+function differs(a: NamedTensors, b: NamedTensors): boolean {
+  return Object.keys(a).some((name) => a[name].data.some((x, i) => x !== b[name].data[i]));
+}
+
+function listenEvents(runtime: PeerRuntime): { events: ServerEvent[]; close: () => void; open: Promise<void> } {
+  const ws = new WebSocket(`ws://127.0.0.1:${runtime.port}/api/events?token=${runtime.token}`);
+  const events: ServerEvent[] = [];
+  ws.on('message', (data) => events.push(JSON.parse(String(data)) as ServerEvent));
+  return { events, close: () => ws.close(), open: new Promise((resolve) => ws.once('open', () => resolve())) };
+}
+
+let weightsAfterFirstStep: NamedTensors;
+
+describe('training loop on a real peer', () => {
+  it('trains on finished groups: drain, update, new policy version, metrics stored and broadcast, checkpoint', async () => {
+    const { runtime, training } = await startPeer();
+    try {
+      const model = runtime.serving.models.find('tiny')!;
+      const loop = training.loop('tiny');
+      const states: EngineState[] = [model.state];
+      model.onStateChange((state) => states.push(state));
+      const listener = listenEvents(runtime);
+      await listener.open;
+      const before = await model.engine.getWeights();
+
+      const trained = [await runEpisode(runtime, 'task-a', 1), await runEpisode(runtime, 'task-a', 0), await runEpisode(runtime, 'task-b', 0.2)];
+      const evalEpisode = await runEpisode(runtime, 'task-b', 5, 'eval');
+      const uniform = [await runEpisode(runtime, 'task-u', 1), await runEpisode(runtime, 'task-u', 1)];
+      expect(model.step).toBe(0);
+
+      // One episode is still in flight when the batch fills: the model drains and waits for it.
+      const straggler = await startEpisode(runtime, 'task-c', { idleTimeoutS: 1 });
+      await chat(straggler, [{ role: 'user', content: 'hello' }]);
+      trained.push(await runEpisode(runtime, 'task-b', 0.8));
+      expect(model.state).toBe('draining');
+      const refused = await post(runtime, '/swarm/v1/episodes', { model: 'tiny', taskId: 'task-d' });
+      expect(refused.status).toBe(503);
+
+      // The straggler goes idle and is aborted; the drain completes and the update runs.
+      await loop.whenSettled();
+      const late = await post(runtime, `/swarm/v1/episodes/${straggler.episodeId}/end`, { reward: 1 });
+      expect(late.status).toBe(409);
+      expect(late.body.error!.name).toBe('ConflictError');
+
+      expect(states.slice(0, 2)).toEqual(['idle', 'rolling']);
+      expect(states.slice(-4)).toEqual(['rolling', 'draining', 'updating', 'idle']);
+      expect(model.step).toBe(1);
+      expect(model.policyVersion).toBe(1);
+      weightsAfterFirstStep = await model.engine.getWeights();
+      expect(differs(before, weightsAfterFirstStep)).toBe(true);
+
+      const steps = (await get(runtime, '/api/models/tiny/steps')).body.steps as TrainStepSummary[];
+      expect(steps).toHaveLength(1);
+      expect(steps[0]).toMatchObject({ model: 'tiny', step: 1, policyVersion: 1, groups: 2, episodes: 4 });
+      expect(Number.isFinite(steps[0].metrics.loss)).toBe(true);
+      expect(steps[0].metrics.trainedTokens).toBeGreaterThan(0);
+      expect(listener.events.filter((e) => e.type === 'train-step').map((e) => e.data)).toEqual(steps);
+      listener.close();
+
+      for (const id of trained) expect(getEpisode(runtime.db, id)!.state).toBe('trained');
+      expect(getEpisode(runtime.db, evalEpisode)!.state).toBe('ended');
+      for (const id of uniform) expect(getEpisode(runtime.db, id)).toMatchObject({ state: 'discarded', abortReason: expect.stringMatching(/^excluded-uniform-reward/) });
+      expect(getEpisode(runtime.db, straggler.episodeId)!.state).toBe('aborted');
+
+      const checkpoint = join(checkpointsDir(dataDir, 'tiny'), 'step-1');
+      expect(existsSync(join(checkpoint, CHECKPOINT_META))).toBe(true);
+      expect(steps[0].checkpoint).toBe(checkpoint);
+
+      // New episodes sample the new policy.
+      const next = await startEpisode(runtime, 'task-a');
+      expect(next.policyVersion).toBe(1);
+    } finally {
+      await runtime.stop();
+    }
+  });
+
+  it('resumes after a restart: checkpoint weights loaded, step and policy version continue', async () => {
+    const { runtime, training } = await startPeer();
+    try {
+      const model = runtime.serving.models.find('tiny')!;
+      expect(model.step).toBe(1);
+      expect(model.policyVersion).toBe(1);
+      expect(differs(await model.engine.getWeights(), weightsAfterFirstStep)).toBe(false);
+      expect((await get(runtime, '/api/models/tiny/training')).body).toMatchObject({ status: 'running', step: 1, policyVersion: 1 });
+
+      for (const [task, reward] of [['task-a', 1], ['task-a', 0], ['task-b', 0], ['task-b', 1]] as const) await runEpisode(runtime, task, reward);
+      await training.loop('tiny').whenSettled();
+      expect(model.step).toBe(2);
+      expect(model.policyVersion).toBe(2);
+      const steps = (await get(runtime, '/api/models/tiny/steps')).body.steps as TrainStepSummary[];
+      expect(steps.map((s) => s.step)).toEqual([1, 2]);
+    } finally {
+      await runtime.stop();
+    }
+  });
+
+  it('pauses and starts through the control API, and refuses bad actions and unknown models', async () => {
+    const { runtime, training } = await startPeer();
+    try {
+      expect((await post(runtime, '/api/models/tiny/training', { action: 'pause' })).body).toMatchObject({ status: 'paused' });
+      for (const [task, reward] of [['task-a', 1], ['task-a', 0], ['task-b', 0], ['task-b', 1]] as const) await runEpisode(runtime, task, reward);
+      expect(runtime.serving.models.find('tiny')!.step).toBe(2);
+      expect((await get(runtime, '/api/models/tiny/training')).body).toMatchObject({ status: 'paused', completeGroups: 2 });
+
+      const bad = await post(runtime, '/api/models/tiny/training', { action: 'explode' });
+      expect(bad.status).toBe(400);
+      expect(bad.body.error!.name).toBe('InvalidRequestError');
+      const unknown = await post(runtime, '/api/models/nope/training', { action: 'start' });
+      expect(unknown.status).toBe(404);
+
+      // Starting again picks up the batch that filled while paused.
+      expect((await post(runtime, '/api/models/tiny/training', { action: 'start' })).status).toBe(200);
+      await training.loop('tiny').whenSettled();
+      expect(runtime.serving.models.find('tiny')!.step).toBe(3);
+    } finally {
+      await runtime.stop();
+    }
+  });
+});

@@ -1,0 +1,66 @@
+/**
+ * The token-sum PPO-clip policy loss of a set of samples and its exact gradient per parameter, without an
+ * optimizer step: what the equivalence check ("merged timelines train like one sample per call") compares.
+ *
+ *   loss = Σ_samples Σ_t mask[t] · −min(ratio_t·A_t, clip(ratio_t, 1 − clipLow, 1 + clipHigh)·A_t)
+ *
+ * with ratio_t = exp(logp_t − oldLogp_t). No normalisation: any constant divisor scales loss and gradients alike,
+ * and a divisor that depends on how an episode is cut into samples would break the equivalence by construction.
+ * Each sample runs as its own [1, T] forward (no padding), through the trainer's own model and loss functions.
+ */
+import * as tf from '@tensorflow/tfjs';
+import type { DecoderConfig, NamedTensors, TrainSample } from '../../../worker/common/engine.ts';
+import { ppoClipLoss } from '../../../worker/losses.ts';
+import { forward, fuseWeights, targetLogprobs, toParams } from '../../../worker/model.ts';
+
+export interface LossAndGradients {
+  loss: number;
+  /** Gradient of `loss` per parameter, by Hugging Face name, flattened (trainer's internal layout). */
+  gradients: Record<string, Float32Array>;
+}
+
+export function tokenSumLossAndGradients(cfg: DecoderConfig, weights: NamedTensors, samples: readonly TrainSample[], clip = { low: 0.2, high: 0.2 }): LossAndGradients {
+  const params = toParams(weights, true);
+  const variables = Object.values(params) as tf.Variable[];
+  try {
+    const { value, grads } = tf.variableGrads(() => {
+      let total = tf.scalar(0);
+      for (const sample of samples) {
+        const t = sample.tokens.length;
+        // Pred alignment: position i predicts token i + 1.
+        const targets = Int32Array.from(sample.tokens.slice(1));
+        const logits = forward(cfg, fuseWeights(cfg, params), Int32Array.from(sample.tokens), 1, t); // [T, V]
+        const logp = targetLogprobs(tf.slice(logits, [0, 0], [t - 1, cfg.vocab_size]), targets); // [T-1]
+        const ppo = ppoClipLoss(logp, tf.tensor1d(sample.oldLogprobs.slice(1)), tf.tensor1d(sample.advantages.slice(1)), clip.low, clip.high);
+        total = tf.add(total, tf.sum(tf.mul(ppo.loss, tf.tensor1d(sample.lossMask.slice(1)))));
+      }
+      return total as tf.Scalar;
+    }, variables);
+    const gradients: Record<string, Float32Array> = {};
+    for (const [name, tensor] of Object.entries(params)) {
+      const variable = tensor as tf.Variable;
+      const grad = grads[variable.name];
+      gradients[name] = grad ? (grad.dataSync() as Float32Array).slice() : new Float32Array(variable.size);
+    }
+    const loss = value.dataSync()[0];
+    value.dispose();
+    tf.dispose(Object.values(grads));
+    return { loss, gradients };
+  } finally {
+    tf.dispose(variables);
+  }
+}
+
+/** ‖a − b‖ ÷ ‖b‖ over every parameter's gradient (0 when both are zero). */
+export function relativeGradientError(a: Record<string, Float32Array>, b: Record<string, Float32Array>): number {
+  let diff = 0;
+  let norm = 0;
+  for (const [name, gb] of Object.entries(b)) {
+    const ga = a[name];
+    for (let i = 0; i < gb.length; i++) {
+      diff += (ga[i] - gb[i]) ** 2;
+      norm += gb[i] ** 2;
+    }
+  }
+  return norm === 0 ? Math.sqrt(diff) : Math.sqrt(diff / norm);
+}

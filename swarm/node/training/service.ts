@@ -1,0 +1,117 @@
+/**
+ * The training service: one TrainingLoop per hosted model, its control-API routes, and its shutdown.
+ *
+ *   GET  /api/models/:name/training                   → TrainingLoopState
+ *   POST /api/models/:name/training {action}          → start | pause | stop; answers the new state
+ *   GET  /api/models/:name/steps?after=S&limit=N      → { steps: TrainStepSummary[] } oldest first, after step S
+ */
+import { z } from 'zod';
+import type { ModelHost } from '../models/model-host.ts';
+import type { PeerRuntime } from '../runtime.ts';
+import { HttpError, notFound } from '../http/errors.ts';
+import { readValidated, sendJson } from '../http/respond.ts';
+import { checkpointsDir } from './checkpoints.ts';
+import { resolveTrainingConfig } from './config.ts';
+import { TrainingStateError } from './errors.ts';
+import { TrainingLoop } from './loop.ts';
+import type { TrainingStore } from './store-port.ts';
+
+export const trainingActionSchema = z.object({ action: z.enum(['start', 'pause', 'stop']) }).strict();
+
+/** Steps answered by GET …/steps unless `limit` says otherwise, and the most it may ask for. */
+const DEFAULT_STEPS_LIMIT = 1000;
+const MAX_STEPS_LIMIT = 10_000;
+
+export interface TrainingServiceOptions {
+  runtime: Pick<PeerRuntime, 'control' | 'events' | 'log' | 'paths' | 'onStop'>;
+  host: ModelHost;
+  store: TrainingStore;
+  /** Overrides of the defaults (config.ts) for every model, then per model by name. Validated here. */
+  config?: unknown;
+  perModel?: Record<string, unknown>;
+  /** Start every model's loop right away (default true). */
+  autoStart?: boolean;
+}
+
+export class TrainingService {
+  readonly loops = new Map<string, TrainingLoop>();
+
+  constructor(private readonly options: TrainingServiceOptions) {
+    const { runtime, host, store } = options;
+    for (const model of host.models) {
+      if (model.state === 'failed') continue;
+      const overrides = { ...(options.config as object | undefined), ...(options.perModel?.[model.name] as object | undefined) };
+      const loop = new TrainingLoop({
+        model,
+        config: resolveTrainingConfig(overrides),
+        store,
+        checkpointDir: checkpointsDir(runtime.paths.dataDir, model.name),
+        log: runtime.log.child({ component: 'training', model: model.name }),
+        publish: (event) => runtime.events.broadcast(event),
+      });
+      this.loops.set(model.name, loop);
+    }
+    this.addRoutes();
+    runtime.onStop(() => this.close());
+  }
+
+  async startAll(): Promise<void> {
+    for (const loop of this.loops.values()) await loop.start();
+  }
+
+  /** The loop of a model by name or alias; NotFoundError (404) when there is none. */
+  loop(name: string): TrainingLoop {
+    const model = this.options.host.find(name);
+    const loop = model && this.loops.get(model.name);
+    if (!loop) throw notFound(`no trainable model "${name}" is hosted here`, 'model_not_found');
+    return loop;
+  }
+
+  async close(): Promise<void> {
+    await Promise.allSettled([...this.loops.values()].map((loop) => loop.stop()));
+  }
+
+  private addRoutes(): void {
+    const { control } = this.options.runtime;
+    control.get('/api/models/:name/training', (_req, res, { params }) => sendJson(res, 200, this.loop(params.name).state()));
+    control.post('/api/models/:name/training', async (req, res, { params }) => {
+      const loop = this.loop(params.name);
+      const { action } = await readValidated(req, trainingActionSchema);
+      try {
+        if (action === 'start') await loop.start();
+        else if (action === 'pause') loop.pause();
+        else await loop.stop();
+      } catch (err) {
+        if (err instanceof TrainingStateError) throw new HttpError(409, err.name, err.message, { code: 'training_state' });
+        throw err;
+      }
+      sendJson(res, 200, loop.state());
+    });
+    control.get('/api/models/:name/steps', (_req, res, { params, url }) => {
+      const loop = this.loop(params.name);
+      const limit = parseLimit(url.searchParams.get('limit'));
+      const after = url.searchParams.get('after');
+      const afterStep = after === null ? undefined : Number(after);
+      if (afterStep !== undefined && !Number.isInteger(afterStep)) {
+        throw new HttpError(400, 'InvalidRequestError', 'after must be an integer step number', { field: 'after', code: 'invalid_request' });
+      }
+      sendJson(res, 200, { steps: this.options.store.listSteps(loop.model.name, { afterStep, limit }) });
+    });
+  }
+}
+
+function parseLimit(raw: string | null): number {
+  if (raw === null) return DEFAULT_STEPS_LIMIT;
+  const n = Number(raw);
+  if (!Number.isInteger(n) || n < 1 || n > MAX_STEPS_LIMIT) {
+    throw new HttpError(400, 'InvalidRequestError', `limit must be an integer from 1 to ${MAX_STEPS_LIMIT}`, { field: 'limit', code: 'invalid_request' });
+  }
+  return n;
+}
+
+/** Creates the service (routes registered) and, unless told otherwise, starts every model's loop. */
+export async function startTrainingService(options: TrainingServiceOptions): Promise<TrainingService> {
+  const service = new TrainingService(options);
+  if (options.autoStart ?? true) await service.startAll();
+  return service;
+}

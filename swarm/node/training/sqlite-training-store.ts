@@ -1,0 +1,50 @@
+/**
+ * The training loop's store port bound to the peer's SQLite store (swarm/node/store repository functions).
+ *
+ * Episode marks map onto episode states: `trained` → state 'trained'; excluded or dropped train episodes →
+ * 'discarded' with the reason in `abort_reason` (the column that says why an episode was not trained on).
+ * Eval and aborted episodes keep their state: they were never candidates.
+ */
+import type { Database } from 'better-sqlite3';
+import type { TrainStepSummary } from '../../common/api.ts';
+import { toMergeCalls } from '../../common/timeline/call.ts';
+import { getCalls, updateEpisodeState } from '../store/episodes.ts';
+import { insertTrainStep, latestTrainStep, listTrainSteps, type TrainStep } from '../store/train-steps.ts';
+import type { EpisodeMark } from './batcher.ts';
+import type { TrainingStore } from './store-port.ts';
+
+/** Marks that leave the episode's state alone. */
+const KEEP_STATE: ReadonlySet<EpisodeMark['disposition']> = new Set(['ignored-eval', 'ignored-aborted']);
+
+export function sqliteTrainingStore(db: Database): TrainingStore {
+  return {
+    lastStep(model) {
+      const last = latestTrainStep(db, model);
+      return last ? { step: last.step, policyVersion: last.policyVersion } : null;
+    },
+    insertStep(summary) {
+      const { model, step, policyVersion, time, ...rest } = summary;
+      insertTrainStep(db, { model, step, policyVersion, createdAt: time, metrics: { ...rest } });
+    },
+    listSteps(model, options) {
+      return listTrainSteps(db, model, options).map(summaryFromRow);
+    },
+    episodeCalls(episodeId) {
+      return toMergeCalls(getCalls(db, episodeId));
+    },
+    markEpisodes(marks) {
+      db.transaction(() => {
+        for (const mark of marks) {
+          if (KEEP_STATE.has(mark.disposition)) continue;
+          if (mark.disposition === 'trained') updateEpisodeState(db, mark.episodeId, { state: 'trained' });
+          else updateEpisodeState(db, mark.episodeId, { state: 'discarded', abortReason: `${mark.disposition}: ${mark.detail}` });
+        }
+      })();
+    },
+  };
+}
+
+function summaryFromRow(row: TrainStep): TrainStepSummary {
+  const rest = row.metrics as Omit<TrainStepSummary, 'model' | 'step' | 'policyVersion' | 'time'>;
+  return { ...rest, model: row.model, step: row.step, policyVersion: row.policyVersion, time: row.createdAt };
+}

@@ -1,0 +1,24 @@
+import { describe, expect, it } from 'vitest';
+import * as tf from '@tensorflow/tfjs';
+import { selectBackend } from './backend.ts';
+
+describe('selectBackend', () => {
+  it('picks the best backend that loads and passes the self-check, with reasons for the ones passed over', async () => {
+    const report = await selectBackend();
+    // Native tfjs-node(-gpu) and a WebGPU adapter are absent on CI machines like this one; wasm always loads.
+    expect(['tensorflow-gpu', 'webgpu', 'tensorflow', 'wasm']).toContain(report.name);
+    expect(report.selfCheck.ok).toBe(true);
+    expect(report.selfCheck.maxAbsError).toBeLessThan(1e-3);
+    for (const p of report.passedOver) expect(p.reason.length).toBeGreaterThan(0);
+    if (report.name === 'wasm') expect(report.passedOver.map((p) => p.name)).toEqual(['tensorflow-gpu', 'webgpu', 'tensorflow']);
+    expect(tf.getBackend()).toBe(report.name === 'tensorflow-gpu' ? 'tensorflow' : report.name);
+  });
+
+  it('honours a forced backend and refuses an unknown one by name', async () => {
+    const report = await selectBackend('cpu');
+    expect(report.name).toBe('cpu');
+    expect(report.reason).toBe('forced by option');
+    expect(tf.getBackend()).toBe('cpu');
+    await expect(selectBackend('nope' as 'cpu')).rejects.toMatchObject({ name: 'BackendUnavailableError' });
+  });
+});

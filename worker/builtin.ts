@@ -1,0 +1,48 @@
+/**
+ * The builtin models: small Qwen3-style decoders over the byte tokenizer's 264-token vocabulary (256 bytes +
+ * ChatML/Hermes specials), so the app works with nothing downloaded.
+ *
+ * `builtin:tiny` loads the checkpoint shipped in worker/builtin/tiny/ when that folder holds one (config.json +
+ * model.safetensors); otherwise it is randomly initialised from BUILTIN_SEED, the same weights on every machine.
+ */
+import { fileURLToPath } from 'node:url';
+import type { DecoderConfig } from './common/engine.ts';
+
+export class UnknownBuiltinModelError extends Error {
+  override name = 'UnknownBuiltinModelError';
+}
+
+/** Fixed so that every peer starts the builtin model from identical weights. */
+export const BUILTIN_SEED = 1234;
+
+const BYTE_VOCAB = 264;
+
+export const BUILTIN_CONFIGS: Record<string, DecoderConfig> = {
+  tiny: {
+    model_type: 'qwen3',
+    vocab_size: BYTE_VOCAB,
+    hidden_size: 128,
+    num_hidden_layers: 4,
+    num_attention_heads: 4,
+    num_key_value_heads: 2,
+    head_dim: 32,
+    intermediate_size: 384, // 3 × hidden: SwiGLU's usual ~8/3 ratio, rounded to a multiple of 128
+    max_position_embeddings: 1024,
+    rope_theta: 10000,
+    rms_norm_eps: 1e-6,
+    tie_word_embeddings: true, // the embedding is a big share of a tiny model's parameters
+    qk_norm: true,
+    attention_bias: false,
+  },
+};
+
+export function builtinConfig(name: string): DecoderConfig {
+  const cfg = BUILTIN_CONFIGS[name];
+  if (!cfg) throw new UnknownBuiltinModelError(`unknown builtin model "${name}" (available: ${Object.keys(BUILTIN_CONFIGS).join(', ')})`);
+  return { ...cfg };
+}
+
+/** Where a shipped checkpoint for a builtin model lives (it may not exist). */
+export function builtinCheckpointDir(name: string): string {
+  return fileURLToPath(new URL(`./builtin/${name}/`, import.meta.url));
+}

@@ -1,0 +1,237 @@
+/**
+ * The trainer engine on the current thread: one hosted model, its sampler (continuous batching), its optimizer and
+ * optional LoRA adapters, behind the TrainerEngine contract. worker/node/engine-thread.ts runs it in a worker
+ * thread; tests and benchmarks may use it directly.
+ *
+ * Loading from disk is the caller's job (worker/node/load-model.ts): this module takes weights in memory and a
+ * CheckpointWriter for `save`.
+ */
+import * as tf from '@tensorflow/tfjs';
+import { selectBackend } from './backend.ts';
+import { EngineClosedError } from './common/protocol.ts';
+import type { BackendName, DecoderConfig, GeneratedToken, GenerateRequest, GenerateResult, LoraConfig, ModelInfo, NamedTensors, TrainerEngine, TrainMetrics, TrainOptions, TrainSample } from './common/engine.ts';
+import { createLora, effectiveParams, loadPeftIntoLora, loraToPeft, loraVariables, mergedParams, type LoraState } from './lora.ts';
+import { checkWeights, countParameters, decodeHostWeights, decodeStep, type DecodeHostWeights, fromParams, fuseWeights, isLinearWeight, type ModelWeights, type Params, prefill, toInternal, toParams, validateConfig } from './model.ts';
+import { AdamW } from './optimizer.ts';
+import { ContinuousBatcher } from './sampler.ts';
+import { DEFAULT_TRAIN_OPTIONS, sequenceLogprobs, trainStep } from './train.ts';
+import type { Tokenizer } from './tokenizer/types.ts';
+import { MissingTensorError, TensorShapeError } from './checkpoint/errors.ts';
+import { peftConfigFromLora, type PeftAdapterConfig } from './checkpoint/peft-config.ts';
+
+export class SaveNotSupportedError extends Error {
+  override name = 'SaveNotSupportedError';
+}
+
+/** Writes checkpoints (provided by the Node side, which owns the file system). */
+export interface CheckpointWriter {
+  writeModel(dir: string, config: DecoderConfig, tensors: NamedTensors): Promise<{ files: string[] }>;
+  writeAdapter(dir: string, adapterConfig: PeftAdapterConfig, tensors: NamedTensors): Promise<{ files: string[] }>;
+}
+
+export interface EngineInit {
+  name: string;
+  config: DecoderConfig;
+  /** Base weights, Hugging Face names and layout. */
+  weights: NamedTensors;
+  /** Needed for stop strings; null disables them. */
+  tokenizer: Tokenizer | null;
+  lora?: LoraConfig | null;
+  /** PEFT adapter tensors to start the LoRA from (otherwise fresh adapters). */
+  adapter?: NamedTensors | null;
+  backend?: BackendName;
+  seed?: number;
+  writer?: CheckpointWriter;
+}
+
+/** Token budget of one forward when scoring sequences (logprobs, KL reference). */
+const SCORING_TOKEN_BUDGET = 8192;
+
+export class LocalEngine implements TrainerEngine {
+  readonly info: ModelInfo;
+  private params: Params;
+  private lora: LoraState | null;
+  private trainable: tf.Variable[];
+  private optimizer: AdamW | null = null;
+  private reference: Params | null = null;
+  private inference: { weights: ModelWeights; host: DecodeHostWeights; merged: Params | null } | null = null;
+  private readonly batcher: ContinuousBatcher;
+  private closed = false;
+
+  constructor(
+    private readonly init: EngineInit,
+    backend: ModelInfo['backend'],
+  ) {
+    const cfg = init.config;
+    validateConfig(cfg);
+    checkWeights(cfg, init.weights);
+    this.lora = null;
+    // Full fine-tuning trains every base weight; with LoRA the base is frozen (plain tensors) and only adapters train.
+    this.params = toParams(init.weights, !init.lora);
+    if (init.lora) {
+      this.lora = createLora(cfg, init.lora, this.params, init.seed ?? 0);
+      if (init.adapter) loadPeftIntoLora(this.lora, init.adapter);
+      this.trainable = loraVariables(this.lora);
+    } else {
+      this.trainable = Object.values(this.params) as tf.Variable[];
+    }
+    const paramCount = countParameters(cfg);
+    this.info = {
+      name: init.name,
+      config: cfg,
+      paramCount,
+      trainableParamCount: this.trainable.reduce((a, v) => a + v.size, 0),
+      policyVersion: 0,
+      lora: init.lora ?? null,
+      backend,
+    };
+    this.batcher = new ContinuousBatcher(
+      {
+        contextLength: cfg.max_position_embeddings,
+        vocabSize: cfg.vocab_size,
+        prefill: (ids) => prefill(cfg, this.inferenceWeights().weights, ids),
+        decode: (caches, tokens) => {
+          const w = this.inferenceWeights();
+          return decodeStep(cfg, w.weights, w.host, caches, tokens);
+        },
+        policyVersion: () => this.info.policyVersion,
+      },
+      init.tokenizer,
+    );
+  }
+
+  /** Fused (and LoRA-merged) weights for sampling, rebuilt after every weight change. */
+  private inferenceWeights(): { weights: ModelWeights; host: DecodeHostWeights; merged: Params | null } {
+    if (!this.inference) {
+      const merged = this.lora ? mergedParams(this.params, this.lora) : null;
+      const p = merged ?? this.params;
+      // tidy keeps the tensors fuseWeights returns and frees its intermediates; params passed through stay as they are.
+      const weights = tf.tidy(() => fuseWeights(this.init.config, p) as unknown as tf.TensorContainer) as unknown as ModelWeights;
+      this.inference = { weights, host: decodeHostWeights(this.init.config, p), merged };
+    }
+    return this.inference;
+  }
+
+  private dropInferenceWeights(): void {
+    if (!this.inference) return;
+    const owned = new Set(Object.values(this.params));
+    const { weights, merged } = this.inference;
+    const all = [weights.embed, weights.norm, weights.head, ...weights.layers.flatMap((l) => [l.inputNorm, l.qkv, l.qkvBias, l.qkNorm, l.o, l.postNorm, l.gateUp, l.down])];
+    const mergedSet = new Set(merged ? Object.values(merged) : []);
+    for (const t of new Set(all)) if (t && !owned.has(t) && !mergedSet.has(t)) t.dispose();
+    if (merged) for (const t of Object.values(merged)) t.dispose();
+    this.inference = null;
+  }
+
+  private assertOpen(): void {
+    if (this.closed) throw new EngineClosedError('the engine is closed');
+  }
+
+  async generate(req: GenerateRequest, onToken?: (token: GeneratedToken) => void, signal?: AbortSignal): Promise<GenerateResult> {
+    this.assertOpen();
+    return this.batcher.generate(req, onToken, signal);
+  }
+
+  async trainStep(samples: TrainSample[], options: Partial<TrainOptions> = {}): Promise<TrainMetrics> {
+    this.assertOpen();
+    const opts = { ...DEFAULT_TRAIN_OPTIONS, ...options };
+    return this.batcher.exclusive(() => {
+      this.optimizer ??= new AdamW(this.trainable);
+      const metrics = trainStep(
+        { cfg: this.init.config, params: this.params, lora: this.lora, trainable: this.trainable, optimizer: this.optimizer, reference: this.reference },
+        samples,
+        opts,
+        this.info.policyVersion + 1,
+      );
+      this.info.policyVersion += 1;
+      this.dropInferenceWeights();
+      return metrics;
+    });
+  }
+
+  async logprobs(sequences: number[][]): Promise<number[][]> {
+    this.assertOpen();
+    if (sequences.length === 0) return [];
+    const p = this.lora ? this.inferenceWeightsParams() : this.params;
+    return sequenceLogprobs(this.init.config, p, sequences, SCORING_TOKEN_BUDGET);
+  }
+
+  /** Effective params for scoring (merged LoRA). */
+  private inferenceWeightsParams(): Params {
+    this.inferenceWeights();
+    return this.inference!.merged ?? this.params;
+  }
+
+  async snapshotReference(): Promise<void> {
+    this.assertOpen();
+    if (this.reference) for (const t of Object.values(this.reference)) t.dispose();
+    this.reference = tf.tidy(() => {
+      const eff = effectiveParams(this.params, this.lora);
+      const out: Params = {};
+      for (const [name, t] of Object.entries(eff)) out[name] = tf.keep(t.clone());
+      return out;
+    });
+  }
+
+  /** Full fine-tuning: every base weight (HF names and layout). With LoRA: the adapters in PEFT naming. */
+  async getWeights(): Promise<NamedTensors> {
+    this.assertOpen();
+    return this.lora ? loraToPeft(this.lora) : fromParams(this.params);
+  }
+
+  /** Base weights merged with the LoRA adapters (HF layout); the base weights when LoRA is off. */
+  async mergedWeights(): Promise<NamedTensors> {
+    this.assertOpen();
+    if (!this.lora) return fromParams(this.params);
+    const merged = mergedParams(this.params, this.lora);
+    const out = fromParams(merged);
+    for (const t of Object.values(merged)) t.dispose();
+    return out;
+  }
+
+  async setWeights(weights: NamedTensors, policyVersion: number): Promise<void> {
+    this.assertOpen();
+    await this.batcher.exclusive(() => {
+      if (this.lora) {
+        loadPeftIntoLora(this.lora, weights);
+      } else {
+        // Check everything before changing anything.
+        for (const [name, t] of Object.entries(weights)) {
+          const current = this.params[name];
+          if (!current) throw new MissingTensorError(name);
+          const expected = isLinearWeight(name) ? [current.shape[1] as number, current.shape[0] as number] : current.shape;
+          if (t.shape.length !== expected.length || t.shape.some((s, i) => s !== expected[i]) || t.data.length !== current.size) throw new TensorShapeError(name, expected, t.shape);
+        }
+        for (const [name, t] of Object.entries(weights)) {
+          const internal = toInternal(name, t);
+          tf.tidy(() => (this.params[name] as tf.Variable).assign(tf.tensor(internal.data, internal.shape)));
+        }
+      }
+      this.info.policyVersion = policyVersion;
+      this.dropInferenceWeights();
+    });
+  }
+
+  async save(dir: string): Promise<{ files: string[] }> {
+    this.assertOpen();
+    const writer = this.init.writer;
+    if (!writer) throw new SaveNotSupportedError('this engine was created without a checkpoint writer');
+    if (this.lora) return writer.writeAdapter(dir, peftConfigFromLora(this.lora.config, { base_model_name_or_path: this.init.name }), loraToPeft(this.lora));
+    return writer.writeModel(dir, this.init.config, fromParams(this.params));
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    this.batcher.rejectAll(new EngineClosedError('the engine was closed'));
+    this.dropInferenceWeights();
+    this.optimizer?.dispose();
+    for (const t of [...Object.values(this.params), ...(this.reference ? Object.values(this.reference) : []), ...(this.lora ? loraVariables(this.lora) : [])]) t.dispose();
+  }
+}
+
+/** Select the backend (once per thread) and build the engine on this thread. */
+export async function createEngineFromWeights(init: EngineInit): Promise<LocalEngine> {
+  const backend = await selectBackend(init.backend);
+  return new LocalEngine(init, backend);
+}

@@ -1,0 +1,47 @@
+import { describe, expect, it } from 'vitest';
+import { seededRandom } from './model.ts';
+import { sampleToken } from './sampler.ts';
+import { sampling } from './testing.ts';
+
+const logits = Float32Array.from([1, 3, 2, 0.5, -1]);
+const draw = (over: Parameters<typeof sampling>[0], n = 4000, seed = 1) => {
+  const rand = seededRandom(seed);
+  const counts = new Array<number>(logits.length).fill(0);
+  for (let i = 0; i < n; i++) counts[sampleToken(logits, sampling(over), rand).id]++;
+  return counts.map((c) => c / n);
+};
+
+describe('sampleToken', () => {
+  it('greedy picks the argmax and reports its temperature-1 logprob', () => {
+    const t = sampleToken(logits, sampling({ topLogprobs: 2 }), Math.random);
+    const lse = Math.log(Array.from(logits).reduce((a, z) => a + Math.exp(z), 0));
+    expect(t.id).toBe(1);
+    expect(t.logprob).toBeCloseTo(3 - lse, 6);
+    expect(t.top!.map((x) => x.id)).toEqual([1, 2]);
+  });
+
+  it('samples in proportion to softmax(logits / T)', () => {
+    const freq = draw({ temperature: 2 });
+    const w = Array.from(logits).map((z) => Math.exp(z / 2));
+    const total = w.reduce((a, b) => a + b, 0);
+    freq.forEach((f, i) => expect(Math.abs(f - w[i] / total)).toBeLessThan(0.03));
+  });
+
+  it('top-k and top-p cut the tail', () => {
+    const k2 = draw({ temperature: 1, topK: 2 }, 2000);
+    expect(k2[0] + k2[3] + k2[4]).toBe(0);
+    expect(k2[1]).toBeGreaterThan(k2[2]);
+    // p(1) ≈ 0.63, p(1)+p(2) ≈ 0.86: topP 0.7 keeps ids 1 and 2 only.
+    const p = draw({ temperature: 1, topP: 0.7 }, 2000);
+    expect(p[0] + p[3] + p[4]).toBe(0);
+    expect(p[2]).toBeGreaterThan(0);
+  });
+
+  it("the logprob ignores truncation: it is the policy's own", () => {
+    const rand = seededRandom(3);
+    const t = sampleToken(logits, sampling({ temperature: 1, topK: 1 }), rand);
+    const lse = Math.log(Array.from(logits).reduce((a, z) => a + Math.exp(z), 0));
+    expect(t.id).toBe(1);
+    expect(t.logprob).toBeCloseTo(3 - lse, 6);
+  });
+});

@@ -1,0 +1,325 @@
+/**
+ * Token sampling and continuous batching.
+ *
+ * `sampleToken` turns one row of logits into a token: greedy (temperature 0) or temperature / top-k / top-p
+ * sampling from a seeded PRNG, so the same seed and inputs give the same tokens.
+ *
+ * Reported logprob (what RL trains against): log_softmax(logits / T) of the sampled token over the *full*
+ * vocabulary, where T is the sampling temperature (T = 1 for greedy). Top-k / top-p truncation is not reflected:
+ * the logprob is the policy's, not the truncated sampler's. The trainer computes the same quantity at
+ * `TrainOptions.temperature` (default 1), so sample at temperature 1 (or pass the same temperature) for exact
+ * PPO ratios. Alternatives (`top`) come from the same distribution, best first.
+ *
+ * `ContinuousBatcher` runs every active request in one shared decode step: a request is prefilled and joins the
+ * running batch between two steps, and leaves it as soon as it stops, without waiting for the others.
+ */
+import type { FinishReason, GeneratedToken, GenerateRequest, GenerateResult, SamplingParams, TokenLogprob } from './common/engine.ts';
+import { ContextLengthError, type KvCache, seededRandom } from './model.ts';
+import { StopStringDetector, StreamDecoder } from './tokenizer/stream-decoder.ts';
+import type { Tokenizer } from './tokenizer/types.ts';
+
+export class InvalidSamplingError extends Error {
+  override name = 'InvalidSamplingError';
+}
+
+export function validateSampling(s: SamplingParams, vocabSize: number): void {
+  const bad = (what: string) => {
+    throw new InvalidSamplingError(`invalid sampling parameters: ${what}`);
+  };
+  if (!Number.isInteger(s.maxTokens) || s.maxTokens < 1) bad(`maxTokens must be a positive integer (got ${s.maxTokens})`);
+  if (!(s.temperature >= 0)) bad(`temperature must be ≥ 0 (got ${s.temperature})`);
+  if (!(s.topP > 0 && s.topP <= 1)) bad(`topP must be in (0, 1] (got ${s.topP})`);
+  if (!Number.isInteger(s.topK) || s.topK < 0) bad(`topK must be a non-negative integer (got ${s.topK})`);
+  if (!Number.isInteger(s.topLogprobs) || s.topLogprobs < 0 || s.topLogprobs > 20) bad(`topLogprobs must be 0–20 (got ${s.topLogprobs})`);
+  if (s.stopTokenIds.some((id) => !Number.isInteger(id) || id < 0 || id >= vocabSize)) bad('stopTokenIds must be token ids of the vocabulary');
+}
+
+/** The `n` best entries of `logp`, best first (a small insertion list: n ≤ 20). */
+function topEntries(logp: Float64Array, n: number): TokenLogprob[] {
+  const best: TokenLogprob[] = [];
+  for (let i = 0; i < logp.length; i++) {
+    const v = logp[i];
+    if (best.length === n && v <= best[n - 1].logprob) continue;
+    let j = best.length < n ? best.length : n - 1;
+    if (best.length < n) best.push({ id: i, logprob: v });
+    while (j > 0 && best[j - 1].logprob < v) {
+      best[j] = best[j - 1];
+      j--;
+    }
+    best[j] = { id: i, logprob: v };
+  }
+  return best;
+}
+
+/** Sample one token from a row of logits [V]. `rand` is the request's seeded PRNG. */
+export function sampleToken(logits: Float32Array, s: SamplingParams, rand: () => number): GeneratedToken {
+  const vocab = logits.length;
+  const greedy = s.temperature <= 0;
+  const invT = greedy ? 1 : 1 / s.temperature;
+  let max = -Infinity;
+  for (let i = 0; i < vocab; i++) if (logits[i] > max) max = logits[i];
+  const logp = new Float64Array(vocab); // log_softmax(logits / T)
+  let sum = 0;
+  for (let i = 0; i < vocab; i++) {
+    logp[i] = (logits[i] - max) * invT;
+    sum += Math.exp(logp[i]);
+  }
+  const lse = Math.log(sum);
+  for (let i = 0; i < vocab; i++) logp[i] -= lse;
+
+  let id = 0;
+  if (greedy) {
+    for (let i = 1; i < vocab; i++) if (logp[i] > logp[id]) id = i;
+  } else {
+    // Candidates, best first when a cut is needed (top-k, then top-p over what remains).
+    let candidates: number[] | null = null;
+    if (s.topK > 0 && s.topK < vocab) candidates = topEntries(logp, s.topK).map((e) => e.id);
+    if (s.topP < 1) {
+      candidates ??= Array.from({ length: vocab }, (_, i) => i).sort((a, b) => logp[b] - logp[a]);
+      let mass = 0;
+      let keep = 0;
+      while (keep < candidates.length && mass < s.topP) mass += Math.exp(logp[candidates[keep++]]);
+      candidates = candidates.slice(0, Math.max(1, keep));
+    }
+    if (candidates) {
+      let total = 0;
+      for (const c of candidates) total += Math.exp(logp[c]);
+      let u = rand() * total;
+      id = candidates[candidates.length - 1];
+      for (const c of candidates) {
+        u -= Math.exp(logp[c]);
+        if (u <= 0) {
+          id = c;
+          break;
+        }
+      }
+    } else {
+      let u = rand();
+      id = vocab - 1;
+      for (let i = 0; i < vocab; i++) {
+        u -= Math.exp(logp[i]);
+        if (u <= 0) {
+          id = i;
+          break;
+        }
+      }
+    }
+  }
+  const token: GeneratedToken = { id, logprob: logp[id] };
+  if (s.topLogprobs > 0) token.top = topEntries(logp, s.topLogprobs);
+  return token;
+}
+
+/** What the batcher needs from the model. */
+export interface DecoderRuntime {
+  readonly contextLength: number;
+  readonly vocabSize: number;
+  /** Run the prompt, return its cache and the last position's logits [V]. */
+  prefill(promptIds: number[]): { cache: KvCache; logits: Float32Array };
+  /** Append `tokens[i]` to `caches[i]` for all i in one batched step; logits [n, V] row-major. */
+  decode(caches: KvCache[], tokens: number[]): Float32Array;
+  policyVersion(): number;
+}
+
+interface Sequence {
+  req: GenerateRequest;
+  onToken?: (token: GeneratedToken) => void;
+  signal?: AbortSignal;
+  resolve: (r: GenerateResult) => void;
+  reject: (e: unknown) => void;
+  enqueuedAt: number;
+  queuedMs: number;
+  prefillMs: number;
+  decodeStart: number;
+  rand: () => number;
+  cache: KvCache | null;
+  tokens: GeneratedToken[];
+  stopIds: Set<number>;
+  decoder: StreamDecoder | null;
+  detector: StopStringDetector | null;
+  policyVersion: number;
+}
+
+/** Upper bound on sequences in one decode step (memory for logits and caches stays bounded). */
+const MAX_BATCH = 32;
+
+export class ContinuousBatcher {
+  private readonly queue: Sequence[] = [];
+  private readonly active: Sequence[] = [];
+  private looping = false;
+  /** Set while a weight update waits for the running batch to drain; nothing new is admitted meanwhile. */
+  private pausedBy: Promise<unknown> | null = null;
+  private drained: (() => void) | null = null;
+
+  constructor(
+    private readonly runtime: DecoderRuntime,
+    private readonly tokenizer: Tokenizer | null,
+    private readonly maxBatch = MAX_BATCH,
+  ) {}
+
+  /** How many requests are running and waiting. */
+  get load(): { active: number; queued: number } {
+    return { active: this.active.length, queued: this.queue.length };
+  }
+
+  generate(req: GenerateRequest, onToken?: (token: GeneratedToken) => void, signal?: AbortSignal): Promise<GenerateResult> {
+    validateSampling(req.sampling, this.runtime.vocabSize);
+    if (req.promptIds.length + 1 > this.runtime.contextLength) {
+      return Promise.reject(new ContextLengthError(`prompt of ${req.promptIds.length} tokens leaves no room in the context of ${this.runtime.contextLength}`));
+    }
+    if (req.sampling.stopStrings.length > 0 && !this.tokenizer) {
+      return Promise.reject(new InvalidSamplingError('stop strings need a tokenizer, and this engine has none'));
+    }
+    return new Promise<GenerateResult>((resolve, reject) => {
+      const seed = req.sampling.seed ?? Math.floor(Math.random() * 2 ** 32);
+      const wantsText = req.sampling.stopStrings.length > 0 && this.tokenizer;
+      this.queue.push({
+        req,
+        onToken,
+        signal,
+        resolve,
+        reject,
+        enqueuedAt: performance.now(),
+        queuedMs: 0,
+        prefillMs: 0,
+        decodeStart: 0,
+        rand: seededRandom(seed),
+        cache: null,
+        tokens: [],
+        stopIds: new Set(req.sampling.stopTokenIds),
+        decoder: wantsText ? new StreamDecoder(this.tokenizer!) : null,
+        detector: wantsText ? new StopStringDetector(req.sampling.stopStrings) : null,
+        policyVersion: 0,
+      });
+      this.kick();
+    });
+  }
+
+  /**
+   * Run `fn` (a weight update) once the running batch has finished; requests arriving meanwhile wait and then run
+   * on the new weights. So every result is produced by one policy version.
+   */
+  async exclusive<T>(fn: () => T | Promise<T>): Promise<T> {
+    while (this.pausedBy) await this.pausedBy.catch(() => undefined);
+    const run = (async () => {
+      if (this.active.length > 0) await new Promise<void>((r) => (this.drained = r));
+      return fn();
+    })();
+    this.pausedBy = run;
+    try {
+      return await run;
+    } finally {
+      this.pausedBy = null;
+      this.kick();
+    }
+  }
+
+  /** Fail every request (engine closing). */
+  rejectAll(err: Error): void {
+    for (const seq of [...this.queue.splice(0), ...this.active.splice(0)]) seq.reject(err);
+  }
+
+  private kick(): void {
+    if (this.looping) return;
+    this.looping = true;
+    setImmediate(() => void this.loop());
+  }
+
+  private async loop(): Promise<void> {
+    try {
+      while (this.active.length > 0 || (this.queue.length > 0 && !this.pausedBy)) {
+        if (!this.pausedBy) this.admit();
+        if (this.active.length > 0) this.step();
+        if (this.active.length === 0 && this.drained) {
+          this.drained();
+          this.drained = null;
+        }
+        // Let messages (new requests, cancels) in between steps.
+        await new Promise((r) => setImmediate(r));
+      }
+    } finally {
+      this.looping = false;
+      if (this.active.length === 0 && this.drained) {
+        this.drained();
+        this.drained = null;
+      }
+    }
+  }
+
+  /** Prefill waiting requests and sample their first token. */
+  private admit(): void {
+    while (this.queue.length > 0 && this.active.length < this.maxBatch) {
+      const seq = this.queue.shift()!;
+      const now = performance.now();
+      seq.queuedMs = now - seq.enqueuedAt;
+      if (seq.signal?.aborted) {
+        this.finish(seq, 'cancelled');
+        continue;
+      }
+      try {
+        seq.policyVersion = this.runtime.policyVersion();
+        const { cache, logits } = this.runtime.prefill(seq.req.promptIds);
+        seq.cache = cache;
+        seq.prefillMs = performance.now() - now;
+        seq.decodeStart = performance.now();
+        if (!this.accept(seq, logits.subarray(0, this.runtime.vocabSize))) this.active.push(seq);
+      } catch (err) {
+        seq.reject(err);
+      }
+    }
+  }
+
+  /** One batched decode step over every active sequence. */
+  private step(): void {
+    for (let i = this.active.length - 1; i >= 0; i--) {
+      if (this.active[i].signal?.aborted) this.finish(this.active.splice(i, 1)[0], 'cancelled');
+    }
+    if (this.active.length === 0) return;
+    const batch = this.active.slice();
+    let logits: Float32Array;
+    try {
+      logits = this.runtime.decode(
+        batch.map((s) => s.cache!),
+        batch.map((s) => s.tokens[s.tokens.length - 1].id),
+      );
+    } catch (err) {
+      this.active.length = 0;
+      for (const seq of batch) seq.reject(err);
+      return;
+    }
+    const v = this.runtime.vocabSize;
+    for (let i = 0; i < batch.length; i++) {
+      if (this.accept(batch[i], logits.subarray(i * v, (i + 1) * v))) this.active.splice(this.active.indexOf(batch[i]), 1);
+    }
+  }
+
+  /** Sample from `logits`, emit the token; returns true when the sequence has finished. */
+  private accept(seq: Sequence, logits: Float32Array): boolean {
+    const s = seq.req.sampling;
+    const token = sampleToken(logits, s, seq.rand);
+    seq.tokens.push(token);
+    seq.onToken?.(token);
+    if (seq.stopIds.has(token.id)) return this.finish(seq, 'stop');
+    if (seq.decoder && seq.detector) {
+      const match = seq.detector.push(seq.decoder.push(token.id));
+      if (match) return this.finish(seq, 'stop', match.stopString);
+    }
+    if (seq.tokens.length >= s.maxTokens) return this.finish(seq, 'length');
+    // Prompt + generated tokens never exceed the context (the next step would put this token at cache.length).
+    if (seq.cache!.length + 1 >= this.runtime.contextLength) return this.finish(seq, 'length');
+    return false;
+  }
+
+  private finish(seq: Sequence, finishReason: FinishReason, stopString?: string): true {
+    const result: GenerateResult = {
+      tokens: seq.tokens,
+      finishReason,
+      policyVersion: seq.policyVersion || this.runtime.policyVersion(),
+      timings: { queuedMs: seq.queuedMs, prefillMs: seq.prefillMs, decodeMs: seq.decodeStart ? performance.now() - seq.decodeStart : 0 },
+    };
+    if (stopString !== undefined) result.stopString = stopString;
+    seq.cache = null;
+    seq.resolve(result);
+    return true;
+  }
+}

@@ -1,0 +1,234 @@
+/**
+ * One optimizer step over a batch of samples, written as one visible loop:
+ *   validate → pack micro-batches by token budget → learning rate → for each micro-batch:
+ *   (reference logprobs for KL) → forward + per-token loss → backward, accumulate → clip → AdamW step → metrics.
+ *
+ * Alignment: the model's row position t predicts token t+1, so every per-token array is shifted by one
+ * ("pred" alignment): pred[t] = sample[t + 1]. Sample position 0 is never predicted (its mask is 0 by contract).
+ */
+import * as tf from '@tensorflow/tfjs';
+import type { DecoderConfig, TrainMetrics, TrainOptions, TrainSample } from './common/engine.ts';
+import { k3Kl, nllLoss, ppoClipLoss } from './losses.ts';
+import { effectiveParams, type LoraState } from './lora.ts';
+import { ContextLengthError, entropy, forward, fuseWeights, type Params, targetLogprobs } from './model.ts';
+import { type AdamW, clipScale, globalNorm, learningRateAt } from './optimizer.ts';
+
+export class InvalidSampleError extends Error {
+  override name = 'InvalidSampleError';
+}
+
+export class InvalidTrainOptionsError extends Error {
+  override name = 'InvalidTrainOptionsError';
+}
+
+/** Engine defaults for TrainOptions fields the caller leaves out. */
+export const DEFAULT_TRAIN_OPTIONS: TrainOptions = {
+  loss: 'ppo',
+  clipLow: 0.2,
+  clipHigh: 0.28,
+  klCoef: 0,
+  normalization: 'token-mean',
+  microBatchTokens: 4096,
+  learningRate: 1e-5,
+  weightDecay: 0.01,
+  maxGradNorm: 1,
+};
+
+export interface TrainState {
+  cfg: DecoderConfig;
+  /** All base parameters (variables when training the full model). */
+  params: Params;
+  lora: LoraState | null;
+  /** The variables the optimizer updates (base params, or the LoRA adapters). */
+  trainable: tf.Variable[];
+  optimizer: AdamW;
+  /** Frozen weights for the KL term (effective weights at the time of the snapshot), or null. */
+  reference: Params | null;
+}
+
+export function validateSamples(cfg: DecoderConfig, samples: TrainSample[]): void {
+  if (samples.length === 0) throw new InvalidSampleError('trainStep needs at least one sample');
+  samples.forEach((s, i) => {
+    const n = s.tokens.length;
+    if (n < 2) throw new InvalidSampleError(`sample ${i}: needs at least 2 tokens`);
+    if (s.lossMask.length !== n || s.advantages.length !== n || s.oldLogprobs.length !== n) {
+      throw new InvalidSampleError(`sample ${i}: tokens, lossMask, advantages and oldLogprobs must have the same length`);
+    }
+    if (n > cfg.max_position_embeddings) throw new ContextLengthError(`sample ${i}: ${n} tokens exceed the context of ${cfg.max_position_embeddings}`);
+    if (s.tokens.some((t) => !Number.isInteger(t) || t < 0 || t >= cfg.vocab_size)) throw new InvalidSampleError(`sample ${i}: token id outside the vocabulary`);
+    if (s.lossMask[0] !== 0) throw new InvalidSampleError(`sample ${i}: lossMask[0] must be 0 (position 0 is never predicted)`);
+    if (s.advantages.some((a) => !Number.isFinite(a)) || s.oldLogprobs.some((a) => !Number.isFinite(a))) throw new InvalidSampleError(`sample ${i}: advantages and oldLogprobs must be finite`);
+  });
+}
+
+/**
+ * Group samples (longest first) so that rows × longest row ≤ `tokenBudget`; a sample longer than the budget gets
+ * a micro-batch of its own. Right-padding to the longest row wastes little once rows are sorted by length.
+ */
+export function packMicroBatches<T extends { tokens: number[] }>(samples: T[], tokenBudget: number): T[][] {
+  const sorted = [...samples].sort((a, b) => b.tokens.length - a.tokens.length);
+  const batches: T[][] = [];
+  let current: T[] = [];
+  for (const s of sorted) {
+    const width = current.length > 0 ? current[0].tokens.length : s.tokens.length;
+    if (current.length > 0 && (current.length + 1) * width > tokenBudget) {
+      batches.push(current);
+      current = [];
+    }
+    current.push(s);
+  }
+  if (current.length > 0) batches.push(current);
+  return batches;
+}
+
+/** A micro-batch as padded row-major arrays in pred alignment. */
+interface PackedRows {
+  b: number;
+  t: number;
+  ids: Int32Array; // [B·T] input tokens
+  targets: Int32Array; // [B·T] tokens[t + 1] (0 past the end)
+  mask: Float32Array; // [B·T] lossMask[t + 1]
+  advantages: Float32Array;
+  oldLogprobs: Float32Array;
+}
+
+function packRows(samples: TrainSample[]): PackedRows {
+  const b = samples.length;
+  const t = Math.max(...samples.map((s) => s.tokens.length));
+  const r: PackedRows = { b, t, ids: new Int32Array(b * t), targets: new Int32Array(b * t), mask: new Float32Array(b * t), advantages: new Float32Array(b * t), oldLogprobs: new Float32Array(b * t) };
+  samples.forEach((s, row) => {
+    const n = s.tokens.length;
+    for (let i = 0; i < n; i++) r.ids[row * t + i] = s.tokens[i];
+    for (let i = 0; i + 1 < n; i++) {
+      const o = row * t + i;
+      r.targets[o] = s.tokens[i + 1];
+      r.mask[o] = s.lossMask[i + 1] ? 1 : 0;
+      r.advantages[o] = s.advantages[i + 1];
+      r.oldLogprobs[o] = s.oldLogprobs[i + 1];
+    }
+  });
+  return r;
+}
+
+/** Per-position logprobs of the next token [B·T] (pred alignment) under `params`. */
+export function packedLogprobs(cfg: DecoderConfig, params: Params, rows: PackedRows, temperature: number): tf.Tensor1D {
+  const logits = forward(cfg, fuseWeights(cfg, params), rows.ids, rows.b, rows.t); // [B·T, V]
+  return targetLogprobs(logits, rows.targets, temperature); // [B·T]
+}
+
+/** Logprob of every token under `params`: index t holds log p(tokens[t] | tokens[<t]); index 0 is 0. */
+export function sequenceLogprobs(cfg: DecoderConfig, params: Params, sequences: number[][], tokenBudget: number): number[][] {
+  const out: number[][] = new Array(sequences.length);
+  const indexed = sequences.map((tokens, index) => ({ tokens, index }));
+  for (const group of packMicroBatches(indexed, tokenBudget)) {
+    const rows = packRows(group.map((g) => ({ tokens: g.tokens, lossMask: g.tokens.map(() => 0), advantages: g.tokens.map(() => 0), oldLogprobs: g.tokens.map(() => 0) })));
+    const lp = tf.tidy(() => packedLogprobs(cfg, params, rows, 1));
+    const data = lp.dataSync() as Float32Array;
+    group.forEach((g, row) => {
+      const res = [0];
+      for (let i = 0; i + 1 < g.tokens.length; i++) res.push(data[row * rows.t + i]);
+      out[g.index] = res;
+    });
+    lp.dispose();
+  }
+  return out;
+}
+
+/** The token-sum divisor: the caller's constant (e.g. episodes in the batch, whatever the packing), else the sample count. */
+function tokenSumDivisor(opts: TrainOptions, sampleCount: number): number {
+  const divisor = opts.lossDivisor ?? sampleCount;
+  if (!Number.isFinite(divisor) || divisor <= 0) throw new InvalidTrainOptionsError(`lossDivisor must be a positive finite number, got ${divisor}`);
+  return divisor;
+}
+
+/** One optimizer step over `samples` (the schedule reads the optimizer's step count); returns the metrics. */
+export function trainStep(state: TrainState, samples: TrainSample[], opts: TrainOptions, policyVersionAfter: number): TrainMetrics {
+  const started = performance.now();
+  const { cfg } = state;
+  validateSamples(cfg, samples);
+  const temperature = opts.temperature ?? 1;
+  const useKl = opts.loss === 'ppo' && opts.klCoef > 0 && state.reference !== null;
+
+  // Normalisation: each micro-batch's summed token loss is divided by the batch-wide denominator, so that the
+  // accumulated gradient equals the gradient of the whole batch's loss.
+  const trainedTokens = samples.reduce((a, s) => a + s.lossMask.reduce((x, m) => x + (m ? 1 : 0), 0), 0);
+  const totalTokens = samples.reduce((a, s) => a + s.tokens.length, 0);
+  const denominator = opts.normalization === 'token-sum' ? tokenSumDivisor(opts, samples.length) : Math.max(1, trainedTokens);
+
+  const lr = learningRateAt(opts.learningRate, state.optimizer.stepCount, opts.schedule ?? { kind: 'constant' });
+  const microBatches = packMicroBatches(samples, opts.microBatchTokens);
+  let accumulated: tf.Tensor[] | null = null;
+  let loss = 0;
+  let clipped = 0;
+  let kl = 0;
+  let ent = 0;
+
+  for (const group of microBatches) {
+    const rows = packRows(group);
+    const refLp = useKl ? tf.tidy(() => packedLogprobs(cfg, state.reference!, rows, temperature)) : null;
+    const stats: tf.Tensor[] = [];
+    const { value, grads } = tf.variableGrads(() => {
+      const mask = tf.tensor1d(rows.mask);
+      const logits = forward(cfg, fuseWeights(cfg, effectiveParams(state.params, state.lora)), rows.ids, rows.b, rows.t); // [B·T, V]
+      const logp = targetLogprobs(logits, rows.targets, temperature); // [B·T]
+      let tokenLoss: tf.Tensor1D;
+      if (opts.loss === 'sft') {
+        tokenLoss = nllLoss(logp);
+      } else {
+        const ppo = ppoClipLoss(logp, tf.tensor1d(rows.oldLogprobs), tf.tensor1d(rows.advantages), opts.clipLow, opts.clipHigh);
+        tokenLoss = ppo.loss;
+        stats.push(tf.keep(tf.sum(tf.mul(ppo.clipped, mask))));
+        if (refLp) {
+          const k3 = k3Kl(logp, refLp);
+          stats.push(tf.keep(tf.sum(tf.mul(k3, mask))));
+          tokenLoss = tf.add(tokenLoss, tf.mul(k3, opts.klCoef));
+        }
+      }
+      stats.unshift(tf.keep(tf.sum(tf.mul(entropy(logits, temperature), mask))));
+      return tf.div(tf.sum(tf.mul(tokenLoss, mask)), denominator) as tf.Scalar;
+    }, state.trainable);
+    refLp?.dispose();
+    const ordered = state.trainable.map((v) => grads[v.name]);
+    if (accumulated === null) {
+      accumulated = ordered;
+    } else {
+      const prev: tf.Tensor[] = accumulated;
+      accumulated = prev.map((g, i) => {
+        const sum = tf.add(g, ordered[i]);
+        g.dispose();
+        ordered[i].dispose();
+        return sum;
+      });
+    }
+    loss += value.dataSync()[0];
+    value.dispose();
+    const s = stats.map((t) => {
+      const v = t.dataSync()[0];
+      t.dispose();
+      return v;
+    });
+    ent += s[0];
+    if (opts.loss === 'ppo') clipped += s[1];
+    if (useKl) kl += s[2];
+  }
+
+  // Clip by global norm, then step.
+  const grads = accumulated!;
+  const gradNorm = globalNorm(grads);
+  state.optimizer.step(grads, lr, opts.weightDecay, clipScale(gradNorm, opts.maxGradNorm));
+  for (const g of grads) g.dispose();
+
+  const perToken = (x: number) => (trainedTokens > 0 ? x / trainedTokens : 0);
+  return {
+    loss,
+    clipFraction: perToken(clipped),
+    kl: perToken(kl),
+    entropy: perToken(ent),
+    gradNorm,
+    tokens: totalTokens,
+    trainedTokens,
+    microBatches: microBatches.length,
+    timeMs: performance.now() - started,
+    policyVersion: policyVersionAfter,
+  };
+}
