@@ -7,18 +7,28 @@
  *   protocol), to tell the protocol's cost from the transport's;
  * - weights_vs_raw: weights / raw TCP (target ≥ 0.5);
  * - infer_frame_rtt_ms_p50: one request → one frame over /agentjet/infer/1, median of many.
- * Not measured here (needs the gateway and a model): relay overhead and LoRA-delta sizes.
+ * With a model (two peer runtimes in this process, builtin:tiny on the server peer, none on the client peer):
+ * - relay_overhead_ms_p50: a one-token chat completion through the client peer's gateway (relayed over
+ *   /agentjet/infer/1) minus the same call on the server peer's own gateway, medians of interleaved calls;
+ * - full_weights_bytes / lora_delta_bytes: what a weights publish carries for the model, full safetensors vs
+ *   the PEFT adapter when LoRA (rank 8 on q_proj, v_proj) is on.
  *
- * Args: --mb=N (blob size, default 64), --rtt=N (infer round trips, default 200), --open (no pnet key).
+ * Args: --mb=N (blob size, default 64), --rtt=N (infer round trips, default 200), --open (no pnet key),
+ * --relay=N (relayed calls, default 40; 0 skips the model part), --model=SOURCE (default builtin:tiny).
  */
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, readdir, rm, stat, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { generateSwarmKey } from '../p2p/swarm-token/token.ts';
+import { createSwarmToken, generateSwarmKey } from '../p2p/swarm-token/token.ts';
+import { serializeSafetensors } from '../worker/checkpoint/safetensors.ts';
+import { startEngine } from '../worker/node/engine-client.ts';
+import { parseModelSource, defaultModelName } from '../swarm/node/models/model-spec.ts';
+import { PeerRuntime } from '../swarm/node/runtime.ts';
+import type { CreateEpisodeResponse } from '../swarm/common/swarm-api.ts';
 import { startPeerProcess } from '../p2p/testing/peer-processes.ts';
 import type { DownloadStats } from '../p2p/protocols/weights/download.ts';
 import type { SignedManifest } from '../p2p/protocols/weights/manifest.ts';
@@ -63,6 +73,8 @@ async function rawTcpSeconds(path: string, totalBytes: number): Promise<number> 
 export default async function p2pBench(ctx: BenchContext): Promise<Record<string, unknown>> {
   const megabytes = numberArg(ctx, 'mb', 64);
   const roundTrips = numberArg(ctx, 'rtt', 200);
+  const relayCalls = numberArg(ctx, 'relay', 40);
+  const modelSource = ctx.args.find((a) => a.startsWith('--model='))?.split('=')[1] ?? 'builtin:tiny';
   const totalBytes = megabytes * 1024 * 1024;
   const dir = await mkdtemp(join(tmpdir(), 'agentjet-bench-p2p-'));
   const blobPath = join(dir, 'blob.bin');
@@ -102,6 +114,7 @@ export default async function p2pBench(ctx: BenchContext): Promise<Record<string
     await fetcher.send({ cmd: 'infer-rtt', peer: publisher.peerId, count: 10 }); // warm-up
     const rtts = await fetcher.send<number[]>({ cmd: 'infer-rtt', peer: publisher.peerId, count: roundTrips });
 
+    const model = relayCalls > 0 ? await modelMetrics(ctx, join(dir, 'runtimes'), modelSource, relayCalls) : undefined;
     const weightsMbPerS = megabytes / weightsSeconds;
     const rawMbPerS = megabytes / rawSeconds;
     const result = {
@@ -114,9 +127,18 @@ export default async function p2pBench(ctx: BenchContext): Promise<Record<string
       weights_vs_raw: weightsMbPerS / rawMbPerS,
       infer_frame_rtt_ms_p50: median(rtts),
       infer_round_trips: rtts.length,
+      ...model,
     };
+    const modelRows = model
+      ? [
+          { metric: 'relay_overhead_ms_p50', value: model.relay_overhead_ms_p50 },
+          { metric: 'full_weights_bytes', value: model.full_weights_bytes },
+          { metric: 'lora_delta_bytes', value: model.lora_delta_bytes },
+        ]
+      : [];
     process.stdout.write(
       formatTable([
+        ...modelRows,
         { metric: 'weights_mb_per_s', value: result.weights_mb_per_s },
         { metric: 'libp2p_stream_mb_per_s', value: result.libp2p_stream_mb_per_s },
         { metric: 'raw_tcp_mb_per_s', value: result.raw_tcp_mb_per_s },
@@ -128,5 +150,70 @@ export default async function p2pBench(ctx: BenchContext): Promise<Record<string
   } finally {
     await Promise.allSettled([publisher.stop(), fetcher.stop()]);
     await rm(dir, { recursive: true, force: true });
+  }
+}
+
+/** LoRA settings of the delta measurement: a common small adapter. */
+const BENCH_LORA = { rank: 8, alpha: 16, targetModules: ['q_proj', 'v_proj'] };
+
+/** Relay overhead through a client peer, and full-weights vs LoRA-adapter publish sizes, for one model. */
+async function modelMetrics(ctx: BenchContext, dir: string, sourceText: string, calls: number): Promise<Record<string, number>> {
+  const source = parseModelSource(sourceText);
+  const name = defaultModelName(source);
+  const swarmToken = createSwarmToken({ name: 'bench' });
+  const quiet = { port: 0, consoleLogLevel: 'silent' as const, training: { autoStart: false } };
+  const p2p = { swarmToken, listen: ['/ip4/127.0.0.1/tcp/0'], mdns: false, presenceIntervalMs: 200 };
+  ctx.log(`starting a server peer (${sourceText}) and a client peer…`);
+  const server = await PeerRuntime.start({ ...quiet, dataDir: join(dir, 'server'), models: [{ name, source, aliases: [], poolLimit: 8 }], p2p });
+  const client = await PeerRuntime.start({ ...quiet, dataDir: join(dir, 'client'), p2p: { ...p2p, bootstrap: [server.p2p!.node.multiaddrs()[0]] } });
+  try {
+    while (client.p2p!.remote.candidates(name).length === 0) await new Promise((resolve) => setTimeout(resolve, 50));
+    const res = await fetch(`http://127.0.0.1:${client.port}/swarm/v1/episodes`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${client.token}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: name, taskId: 'bench', kind: 'eval' }),
+    });
+    const episode = (await res.json()) as CreateEpisodeResponse;
+    const call = async (gateway: string) => {
+      const started = performance.now();
+      const answer = await fetch(`${gateway}/chat/completions`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${episode.apiKey}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ model: name, messages: [{ role: 'user', content: 'hi' }], max_tokens: 1, temperature: 0 }),
+      });
+      if (!answer.ok) throw new Error(`chat completion failed: HTTP ${answer.status} ${await answer.text()}`);
+      await answer.arrayBuffer();
+      return performance.now() - started;
+    };
+    ctx.log(`${calls} relayed and ${calls} direct one-token calls…`);
+    await call(client.urls.gateway); // warm-up
+    const relayed: number[] = [];
+    const direct: number[] = [];
+    for (let i = 0; i < calls; i++) {
+      relayed.push(await call(client.urls.gateway));
+      direct.push(await call(server.urls.gateway));
+    }
+
+    ctx.log('weights sizes: full vs LoRA adapter…');
+    const fullBytes = serializeSafetensors(await server.serving.models.find(name)!.engine.getWeights()).byteLength;
+    const lora = await startEngine({ source, lora: BENCH_LORA });
+    let loraBytes = 0;
+    try {
+      const adapterDir = join(dir, 'adapter');
+      await lora.save(adapterDir);
+      for (const file of await readdir(adapterDir)) if (file.endsWith('.safetensors')) loraBytes += (await stat(join(adapterDir, file))).size;
+    } finally {
+      await lora.close();
+    }
+    return {
+      relay_overhead_ms_p50: median(relayed) - median(direct),
+      relayed_call_ms_p50: median(relayed),
+      direct_call_ms_p50: median(direct),
+      full_weights_bytes: fullBytes,
+      lora_delta_bytes: loraBytes,
+      lora_vs_full: loraBytes / fullBytes,
+    };
+  } finally {
+    await Promise.allSettled([client.stop(), server.stop()]);
   }
 }

@@ -20,8 +20,9 @@ import { dataPaths, type DataPaths } from './paths.ts';
 import { openStore, schemaVersion } from './store/db.ts';
 import type { ClientRunner } from './runner/runner.ts';
 import { startClientRunner } from './runner/service.ts';
+import { addUiRoutes } from './control/ui-routes.ts';
 import { startTrainingService, type TrainingService } from './training/service.ts';
-import { startP2pService, type P2pService } from './p2p/service.ts';
+import type { P2pService } from './p2p/service.ts';
 import { resolveP2p, type P2pOptions } from './p2p/settings.ts';
 import { sqliteTrainingStore } from './training/sqlite-training-store.ts';
 import { APP_VERSION } from './version.ts';
@@ -134,6 +135,7 @@ export class PeerRuntime {
       addStatusPart: (part) => this.addStatusPart(part),
     });
     this.onStop(() => this.serving.close());
+    addUiRoutes(this.control, this.db, this.serving.models);
     this.training = await startTrainingService({
       runtime: this,
       host: this.serving.models,
@@ -142,7 +144,8 @@ export class PeerRuntime {
     });
     this.runner = startClientRunner(this);
     const p2p = resolveP2p(this.paths.p2p, options.p2p);
-    if (p2p) this.p2p = await startP2pService(this, p2p);
+    // Loaded only when a swarm is configured: peers off the swarm never load libp2p.
+    if (p2p) this.p2p = await (await import('./p2p/service.ts')).startP2pService(this, p2p);
   }
 
   private async listen() {

@@ -12,7 +12,9 @@ import { reconnectDelayMs } from './backoff.ts';
 type StoreActions = Pick<
   AppStore,
   'connectionStarted' | 'connectionLive' | 'connectionLost' | 'connectionUnauthorised' | 'statusReceived' | 'logReceived'
->;
+> &
+  // The data views' live updates (clients, training steps); optional so a caller may leave them out.
+  Partial<Pick<AppStore, 'clientUpdated' | 'trainStepsReceived'>>;
 
 export interface ConnectionOptions {
   client: ControlApiClient;
@@ -98,6 +100,9 @@ export function startConnection({
     }
     if (event.type === 'status') actions.statusReceived(event.data, now());
     else if (event.type === 'log') actions.logReceived(event.data);
+    else if (event.type === 'client') actions.clientUpdated?.(event.data, now());
+    else if (event.type === 'train-step') actions.trainStepsReceived?.(event.data.model, [event.data]);
+    // Other event types (added by newer peers) are ignored.
   }
 
   void attempt();

@@ -26,7 +26,9 @@ ${dataDirUsage}
       answer = await client.get<PeersAnswer>('/peers');
     } catch (err) {
       if (err instanceof PeerRequestError && err.status === 404) {
-        process.stderr.write('agentjet peers: this peer is in no swarm; run agentjet swarm create (or join TOKEN) and restart it\n');
+        process.stderr.write(
+          'agentjet peers: this peer is in no swarm; run agentjet swarm create (or join TOKEN) and restart it\n',
+        );
         return 1;
       }
       throw err;
@@ -37,7 +39,9 @@ ${dataDirUsage}
     }
     const lines = answer.peers.map((peer) => {
       const models = peer.models.map((m) => `${m.name}@v${m.policyVersion}`).join(', ') || '-';
-      const who = peer.self ? `${peer.peerId} (this peer)` : `${peer.peerId}${peer.connected ? '' : ' (not connected)'}`;
+      const who = peer.self
+        ? `${peer.peerId} (this peer)`
+        : `${peer.peerId}${peer.connected ? '' : ' (not connected)'}`;
       return `${who}\n  roles: ${peer.roles.join(', ') || '-'}   models: ${models}   load: ${peer.pool.load}/${peer.pool.capacity}   scripts: ${peer.clientScripts.length}`;
     });
     process.stdout.write(`swarm "${answer.swarm}" — ${answer.peers.length} peer(s)\n${lines.join('\n')}\n`);

@@ -20,8 +20,12 @@ afterAll(() => {
 async function mainOutput(argv: string[]) {
   let stdout = '';
   let stderr = '';
-  const out = vi.spyOn(process.stdout, 'write').mockImplementation((chunk) => ((stdout += String(chunk)), true));
-  const err = vi.spyOn(process.stderr, 'write').mockImplementation((chunk) => ((stderr += String(chunk)), true));
+  const out = vi
+    .spyOn(process.stdout, 'write')
+    .mockImplementation((chunk) => ((stdout += String(chunk)), true));
+  const err = vi
+    .spyOn(process.stderr, 'write')
+    .mockImplementation((chunk) => ((stderr += String(chunk)), true));
   try {
     return { code: await main(argv), stdout, stderr };
   } finally {
@@ -33,7 +37,15 @@ async function mainOutput(argv: string[]) {
 describe('agentjet swarm and peers', () => {
   it('creates a swarm token, stores it privately, and refuses a malformed token to join', async () => {
     const dataDir = tempDir();
-    const created = await mainOutput(['swarm', 'create', '--name', 'bio-lab', '--json', '--data-dir', dataDir]);
+    const created = await mainOutput([
+      'swarm',
+      'create',
+      '--name',
+      'bio-lab',
+      '--json',
+      '--data-dir',
+      dataDir,
+    ]);
     expect(created.code).toBe(0);
     const { token, stored } = JSON.parse(created.stdout) as { token: string; stored: string };
     expect(parseSwarmToken(token).name).toBe('bio-lab');
@@ -54,13 +66,26 @@ describe('agentjet swarm and peers', () => {
   it('starts a joined peer in its swarm and lists it with agentjet peers', async () => {
     const dataDir = tempDir();
     expect((await mainOutput(['swarm', 'create', '--name', 'cli-lab', '--data-dir', dataDir])).code).toBe(0);
-    const peer = await startPeerProcess(['node', '--port', '0', '--data-dir', dataDir, '--listen', '/ip4/127.0.0.1/tcp/0', '--log-level', 'silent']);
+    const peer = await startPeerProcess([
+      'node',
+      '--port',
+      '0',
+      '--data-dir',
+      dataDir,
+      '--listen',
+      '/ip4/127.0.0.1/tcp/0',
+      '--log-level',
+      'silent',
+    ]);
     try {
       const ready = peer.ready as unknown as { p2p: { swarm: string; peerId: string } | null };
       expect(ready.p2p).toMatchObject({ swarm: 'cli-lab' });
       const listed = await runCli(['peers', '--json', '--data-dir', dataDir]);
       expect(listed.code).toBe(0);
-      const answer = JSON.parse(listed.stdout) as { swarm: string; peers: { peerId: string; self: boolean }[] };
+      const answer = JSON.parse(listed.stdout) as {
+        swarm: string;
+        peers: { peerId: string; self: boolean }[];
+      };
       expect(answer.swarm).toBe('cli-lab');
       expect(answer.peers).toContainEqual(expect.objectContaining({ peerId: ready.p2p!.peerId, self: true }));
     } finally {

@@ -4,7 +4,7 @@
  * peer joins the swarm; nothing else turns p2p on.
  */
 import { resolve } from 'node:path';
-import { createSwarmToken } from '../../../p2p/index.ts';
+import { createSwarmToken } from '../../../p2p/swarm-token/token.ts';
 import { dataPaths, defaultDataDir } from '../paths.ts';
 import { storeSwarmToken, swarmFile } from '../p2p/settings.ts';
 import { UsageError, type Command } from './command.ts';
@@ -25,14 +25,22 @@ Options:
   --bootstrap ADDR  a multiaddr with /p2p/<id> put into the token, for machines mDNS cannot see (repeatable)
 ${dataDirUsage}
   --json            print JSON`,
-  options: { ...dataDirOption, name: { type: 'string' }, bootstrap: { type: 'string', multiple: true }, json: { type: 'boolean' } },
+  options: {
+    ...dataDirOption,
+    name: { type: 'string' },
+    bootstrap: { type: 'string', multiple: true },
+    json: { type: 'boolean' },
+  },
   positionals: { min: 1, max: 2, names: 'a subcommand: create or join TOKEN' },
   async run(values, [sub, token]) {
     const dataDir = values['data-dir'] ? resolve(values['data-dir'] as string) : defaultDataDir();
     const p2pDir = dataPaths(dataDir).p2p;
     if (sub === 'create') {
       if (token !== undefined) throw new UsageError(`create takes no argument, got "${token}"`);
-      const created = createSwarmToken({ name: (values.name as string | undefined) ?? DEFAULT_SWARM_NAME, bootstrap: (values.bootstrap as string[] | undefined) ?? [] });
+      const created = createSwarmToken({
+        name: (values.name as string | undefined) ?? DEFAULT_SWARM_NAME,
+        bootstrap: (values.bootstrap as string[] | undefined) ?? [],
+      });
       const swarm = storeSwarmToken(p2pDir, created);
       const json = { token: created, swarm: swarm.name, stored: swarmFile(p2pDir) };
       process.stdout.write(
@@ -44,10 +52,15 @@ ${dataDirUsage}
     }
     if (sub === 'join') {
       if (!token) throw new UsageError('join needs the token printed by agentjet swarm create');
-      if (values.name !== undefined || values.bootstrap !== undefined) throw new UsageError('--name and --bootstrap belong to create');
+      if (values.name !== undefined || values.bootstrap !== undefined)
+        throw new UsageError('--name and --bootstrap belong to create');
       const swarm = storeSwarmToken(p2pDir, token);
       const json = { swarm: swarm.name, bootstrap: swarm.bootstrap, stored: swarmFile(p2pDir) };
-      process.stdout.write(values.json ? JSON.stringify(json) + '\n' : `Joined swarm "${swarm.name}"; restart the peer (agentjet serve / node) to connect.\n`);
+      process.stdout.write(
+        values.json
+          ? JSON.stringify(json) + '\n'
+          : `Joined swarm "${swarm.name}"; restart the peer (agentjet serve / node) to connect.\n`,
+      );
       return 0;
     }
     throw new UsageError(`unknown subcommand "${sub}"; use create or join TOKEN`);

@@ -4,7 +4,12 @@
  * remote goes to the local router's own handler, untouched, so the runner and agents cannot tell the difference.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { abortEpisodeRequestSchema, createEpisodeRequestSchema, endEpisodeRequestSchema } from '../../common/swarm-api.ts';
+import {
+  abortEpisodeRequestSchema,
+  createEpisodeRequestSchema,
+  endEpisodeRequestSchema,
+  type SwarmStatusResponse,
+} from '../../common/swarm-api.ts';
 import { bearerToken, tokensEqual } from '../control/auth.ts';
 import { verifyClientKey } from '../episodes/keys.ts';
 import { withEpisodeErrors } from '../episodes/http-errors.ts';
@@ -16,7 +21,7 @@ import type { Logger } from '../log.ts';
 import type { Serving } from '../models/serving.ts';
 import type { SwarmNode } from '../../../p2p/index.ts';
 import { peerGone } from './errors.ts';
-import type { RemoteEpisode, RemoteEpisodes } from './remote-episodes.ts';
+import type { AnnouncedModel, RemoteEpisode, RemoteEpisodes } from './remote-episodes.ts';
 import { InferFrame } from './wire.ts';
 
 /** Same caps as the local routes (episodes: 1 MiB; the gateway's larger bodies are bounded by the infer protocol). */
@@ -30,6 +35,7 @@ export interface RelayInit {
   mounts: Mount[];
   controlToken: string;
   secret: string;
+  nodeId: string;
   gatewayUrl: () => string;
   log: Logger;
 }
@@ -41,25 +47,79 @@ export function mountRelayRoutes(init: RelayInit): void {
     if (!mount) throw new Error(`no local ${prefix} mount to relay in front of`);
     return mount.router;
   };
-  const delegate = (prefix: string) => async (req: IncomingMessage, res: ServerResponse, ctx: RouteContext) => {
-    const found = local(prefix).match(req.method ?? 'GET', ctx.url.pathname);
-    if (typeof found === 'number') throw new HttpError(found, 'NotFoundError', `no route ${ctx.url.pathname}`, { code: 'unknown_url' });
-    await found.handler(req, res, { url: ctx.url, params: found.params });
-  };
+  const delegate =
+    (prefix: string) => async (req: IncomingMessage, res: ServerResponse, ctx: RouteContext) => {
+      const found = local(prefix).match(req.method ?? 'GET', ctx.url.pathname);
+      if (typeof found === 'number')
+        throw new HttpError(found, 'NotFoundError', `no route ${ctx.url.pathname}`, { code: 'unknown_url' });
+      await found.handler(req, res, { url: ctx.url, params: found.params });
+    };
   init.mounts.unshift(
     { prefix: '/swarm/v1/episodes', router: episodesRelay(init, delegate('/swarm')), errorShape: 'api' },
+    { prefix: '/swarm/v1/status', router: statusWithSwarmModels(init), errorShape: 'api' },
     { prefix: '/v1/chat/completions', router: chatRelay(init, delegate('/v1')), errorShape: 'openai' },
   );
 }
 
-function episodesRelay(init: RelayInit, localHandler: (req: IncomingMessage, res: ServerResponse, ctx: RouteContext) => Promise<void>): Router {
-  // The same rule as the local /swarm/v1: the control token or one of this peer's client keys.
-  const authorize = (req: IncomingMessage): void => {
+/** The same rule as the local /swarm/v1: the control token or one of this peer's client keys. */
+function swarmAuthorizer(init: RelayInit) {
+  return (req: IncomingMessage): void => {
     const given = bearerToken(req);
-    if (!given) throw unauthorized('missing bearer token; send the control token or a client key (agentjet client-key NAME)');
+    if (!given)
+      throw unauthorized(
+        'missing bearer token; send the control token or a client key (agentjet client-key NAME)',
+      );
     if (tokensEqual(given, init.controlToken) || verifyClientKey(init.secret, given)) return;
-    throw unauthorized("invalid token for /swarm/v1: not this peer's control token or one of its client keys");
+    throw unauthorized(
+      "invalid token for /swarm/v1: not this peer's control token or one of its client keys",
+    );
   };
+}
+
+/**
+ * /swarm/v1/status lists the swarm's models after the local ones (source `swarm:<peerId>`, the least loaded
+ * peer's figures), so that the runner's alias check at attach sees a remote model as it would a local one.
+ */
+function statusWithSwarmModels(init: RelayInit): Router {
+  const authorize = swarmAuthorizer(init);
+  const router = new Router();
+  router.get('/swarm/v1/status', (req, res) => {
+    authorize(req);
+    const models: SwarmStatusResponse['models'] = init.serving.models.models.map((m) => ({
+      ...m.status(),
+      aliases: [...m.aliases],
+    }));
+    for (const name of init.remote.swarmModels()) {
+      if (models.some((m) => m.name === name)) continue;
+      const peer = init.remote.candidates(name)[0];
+      const announced = peer?.announcement.models.find((m) => m.name === name) as AnnouncedModel | undefined;
+      if (!peer || !announced) continue;
+      models.push({
+        name,
+        source: `swarm:${peer.peerId}`,
+        engineState: announced.state ?? 'idle',
+        policyVersion: announced.policyVersion,
+        step: announced.step ?? 0,
+        backend: null,
+        pool: announced.pool ?? { active: 0, limit: 0 },
+        aliases: announced.aliases ?? [],
+      });
+    }
+    const status: SwarmStatusResponse = {
+      nodeId: init.nodeId,
+      models,
+      episodes: { active: init.serving.episodes.activeCount },
+    };
+    sendJson(res, 200, status);
+  });
+  return router;
+}
+
+function episodesRelay(
+  init: RelayInit,
+  localHandler: (req: IncomingMessage, res: ServerResponse, ctx: RouteContext) => Promise<void>,
+): Router {
+  const authorize = swarmAuthorizer(init);
   const router = new Router();
   router.post('/swarm/v1/episodes', async (req, res) => {
     authorize(req);
@@ -69,11 +129,18 @@ function episodesRelay(init: RelayInit, localHandler: (req: IncomingMessage, res
       return;
     }
     const episode = await init.remote.begin(body);
-    sendJson(res, 201, { episodeId: episode.episodeId, baseUrl: init.gatewayUrl(), apiKey: episode.apiKey, model: episode.model, policyVersion: episode.policyVersion });
+    sendJson(res, 201, {
+      episodeId: episode.episodeId,
+      baseUrl: init.gatewayUrl(),
+      apiKey: episode.apiKey,
+      model: episode.model,
+      policyVersion: episode.policyVersion,
+    });
   });
   router.post('/swarm/v1/episodes/:id/:action', async (req, res, ctx) => {
     const episode = init.remote.findById(ctx.params.id);
-    if (!episode || (ctx.params.action !== 'end' && ctx.params.action !== 'abort')) return localHandler(req, res, ctx);
+    if (!episode || (ctx.params.action !== 'end' && ctx.params.action !== 'abort'))
+      return localHandler(req, res, ctx);
     authorize(req);
     if (ctx.params.action === 'end') {
       const body = await readValidated(req, endEpisodeRequestSchema, EPISODE_BODY_LIMIT);
@@ -86,7 +153,10 @@ function episodesRelay(init: RelayInit, localHandler: (req: IncomingMessage, res
   return router;
 }
 
-function chatRelay(init: RelayInit, localHandler: (req: IncomingMessage, res: ServerResponse, ctx: RouteContext) => Promise<void>): Router {
+function chatRelay(
+  init: RelayInit,
+  localHandler: (req: IncomingMessage, res: ServerResponse, ctx: RouteContext) => Promise<void>,
+): Router {
   const router = new Router();
   router.post('/v1/chat/completions', async (req, res, ctx) => {
     const key = bearerToken(req);
@@ -100,7 +170,13 @@ function chatRelay(init: RelayInit, localHandler: (req: IncomingMessage, res: Se
 }
 
 /** Streams the server peer's gateway answer into `res` as it arrives (SSE or one JSON body alike). */
-async function relayCompletion(init: RelayInit, episode: RemoteEpisode, body: Record<string, unknown>, req: IncomingMessage, res: ServerResponse): Promise<void> {
+async function relayCompletion(
+  init: RelayInit,
+  episode: RemoteEpisode,
+  body: Record<string, unknown>,
+  req: IncomingMessage,
+  res: ServerResponse,
+): Promise<void> {
   const cancel = new AbortController();
   const onClose = () => {
     if (!res.writableFinished) cancel.abort();
@@ -108,10 +184,17 @@ async function relayCompletion(init: RelayInit, episode: RemoteEpisode, body: Re
   res.on('close', onClose);
   req.on('aborted', onClose);
   try {
-    for await (const raw of init.node.infer.request(episode.peerId, { apiKey: episode.apiKey, body }, { signal: cancel.signal })) {
+    for await (const raw of init.node.infer.request(
+      episode.peerId,
+      { apiKey: episode.apiKey, body },
+      { signal: cancel.signal },
+    )) {
       const frame = InferFrame.parse(raw);
       if (frame.type === 'head') {
-        res.writeHead(frame.status, { 'content-type': frame.contentType, ...(frame.retryAfter ? { 'retry-after': frame.retryAfter } : {}) });
+        res.writeHead(frame.status, {
+          'content-type': frame.contentType,
+          ...(frame.retryAfter ? { 'retry-after': frame.retryAfter } : {}),
+        });
         res.flushHeaders();
       } else if (!res.destroyed) {
         res.write(frame.text);
@@ -122,10 +205,17 @@ async function relayCompletion(init: RelayInit, episode: RemoteEpisode, body: Re
     if (cancel.signal.aborted) return;
     init.remote.markGone(episode, `inference failed: ${(err as Error).name}`);
     const error = peerGone(episode.episodeId, episode.peerId, episode.gone!);
-    init.log.warn('relayed call failed', { episodeId: episode.episodeId, peer: episode.peerId, error: String(err) });
+    init.log.warn('relayed call failed', {
+      episodeId: episode.episodeId,
+      peer: episode.peerId,
+      error: String(err),
+    });
     if (!res.headersSent) throw error;
     // A stream already started: say so in-band, as the local gateway does.
-    if (!res.destroyed) res.end(`data: ${JSON.stringify({ error: { message: error.message, type: 'server_error', param: null, code: 'peer_gone' } })}\n\n`);
+    if (!res.destroyed)
+      res.end(
+        `data: ${JSON.stringify({ error: { message: error.message, type: 'server_error', param: null, code: 'peer_gone' } })}\n\n`,
+      );
     // Best effort: the server may still be there (a dropped stream); the episode is over either way.
     init.remote.abortQuietly(episode, 'relay to the server peer failed');
   } finally {
@@ -141,6 +231,7 @@ function parseObject(raw: Buffer): Record<string, unknown> {
   } catch (err) {
     throw badRequest(`request body is not valid JSON: ${(err as Error).message}`);
   }
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) throw badRequest('request body must be a JSON object');
+  if (typeof value !== 'object' || value === null || Array.isArray(value))
+    throw badRequest('request body must be a JSON object');
   return value as Record<string, unknown>;
 }

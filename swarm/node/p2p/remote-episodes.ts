@@ -28,11 +28,13 @@ export interface RemoteEpisode {
 }
 
 /** A model as announced in presence (p2p's HostedModel plus what this runtime adds). */
-interface AnnouncedModel {
+export interface AnnouncedModel {
   name: string;
   policyVersion: number;
+  step?: number;
   aliases?: string[];
-  state?: string;
+  state?: 'loading' | 'idle' | 'rolling' | 'draining' | 'updating' | 'failed';
+  pool?: { active: number; limit: number };
 }
 
 export class RemoteEpisodes {
@@ -43,7 +45,9 @@ export class RemoteEpisodes {
     private readonly node: SwarmNode,
     private readonly log: Logger,
   ) {
-    node.libp2p.addEventListener('peer:disconnect', (event) => this.peerLeft(event.detail.toString(), 'disconnected'));
+    node.libp2p.addEventListener('peer:disconnect', (event) =>
+      this.peerLeft(event.detail.toString(), 'disconnected'),
+    );
     node.presence.on('leave', (entry) => this.peerLeft(entry.peerId, 'left the swarm'));
   }
 
@@ -58,16 +62,23 @@ export class RemoteEpisodes {
   /** Connected peers announcing `model` (name or alias), least loaded first. */
   candidates(model: string): PresenceEntry[] {
     const connected = new Set(this.node.connectedPeers());
-    const load = (entry: PresenceEntry) => entry.announcement.pool.load / Math.max(1, entry.announcement.pool.capacity);
+    const load = (entry: PresenceEntry) =>
+      entry.announcement.pool.load / Math.max(1, entry.announcement.pool.capacity);
     return this.node.presence
       .list()
-      .filter((entry) => connected.has(entry.peerId) && announcedModels(entry).some((m) => m.name === model || m.aliases?.includes(model)))
+      .filter(
+        (entry) =>
+          connected.has(entry.peerId) &&
+          announcedModels(entry).some((m) => m.name === model || m.aliases?.includes(model)),
+      )
       .sort((a, b) => load(a) - load(b));
   }
 
   /** Every model name the swarm announces (for error messages). */
   swarmModels(): string[] {
-    return [...new Set(this.node.presence.list().flatMap((entry) => announcedModels(entry).map((m) => m.name)))];
+    return [
+      ...new Set(this.node.presence.list().flatMap((entry) => announcedModels(entry).map((m) => m.name))),
+    ];
   }
 
   /** Begins the episode on a peer hosting the model; peers that cannot be reached are skipped. */
@@ -82,16 +93,29 @@ export class RemoteEpisodes {
       } catch (err) {
         if (err instanceof HttpError) throw err;
         lastError = err;
-        this.log.warn('could not begin an episode on a peer; trying the next', { peer: peerId, error: String(err) });
+        this.log.warn('could not begin an episode on a peer; trying the next', {
+          peer: peerId,
+          error: String(err),
+        });
         continue;
       }
-      const episode: RemoteEpisode = { episodeId: String(result.episodeId), apiKey: String(result.apiKey), peerId, model: String(result.model) };
+      const episode: RemoteEpisode = {
+        episodeId: String(result.episodeId),
+        apiKey: String(result.apiKey),
+        peerId,
+        model: String(result.model),
+      };
       this.remember(episode);
       return { ...episode, policyVersion: Number(result.policyVersion) };
     }
-    throw new HttpError(503, 'ServiceUnavailableError', `no swarm peer hosting "${request.model}" answered: ${String(lastError)}`, {
-      code: 'peers_unreachable',
-    });
+    throw new HttpError(
+      503,
+      'ServiceUnavailableError',
+      `no swarm peer hosting "${request.model}" answered: ${String(lastError)}`,
+      {
+        code: 'peers_unreachable',
+      },
+    );
   }
 
   async end(episode: RemoteEpisode, result: Record<string, unknown>): Promise<Record<string, unknown>> {
@@ -126,7 +150,8 @@ export class RemoteEpisodes {
   /** One episode RPC; a refusal by the server comes back as the same HttpError it would answer locally. */
   private async call(peerId: string, rpc: EpisodeRpc): Promise<Record<string, unknown>> {
     const answer = EpisodeRpcAnswer.parse(await this.node.episode.request(peerId, rpc));
-    if (!answer.ok) throw new HttpError(answer.error.status, answer.error.name, answer.error.message, answer.error.details);
+    if (!answer.ok)
+      throw new HttpError(answer.error.status, answer.error.name, answer.error.message, answer.error.details);
     return answer.result;
   }
 
@@ -144,7 +169,11 @@ export class RemoteEpisodes {
     for (const episode of this.byId.values()) {
       if (episode.peerId !== peerId || episode.gone) continue;
       episode.gone = why;
-      this.log.warn('server peer gone: remote episode aborted', { episodeId: episode.episodeId, peer: peerId, why });
+      this.log.warn('server peer gone: remote episode aborted', {
+        episodeId: episode.episodeId,
+        peer: peerId,
+        why,
+      });
     }
   }
 }

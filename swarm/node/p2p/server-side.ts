@@ -41,10 +41,17 @@ export function serveSwarmProtocols(init: ServerSideInit): void {
         owners.set(created.episodeId, peerId);
         // Kept after the episode is over, so late results get the EpisodeService's clear 409; bounded.
         if (owners.size > REMEMBERED_OWNERS) owners.delete(owners.keys().next().value!);
-        log.info('remote episode started', { episodeId: created.episodeId, peer: peerId, model: created.model });
+        log.info('remote episode started', {
+          episodeId: created.episodeId,
+          peer: peerId,
+          model: created.model,
+        });
         return { ok: true, result: { ...created } };
       }
-      if (owners.get(rpc.episodeId) !== peerId) throw new HttpError(404, 'NotFoundError', `no episode ${rpc.episodeId} of peer ${peerId} here`, { code: 'episode_not_found' });
+      if (owners.get(rpc.episodeId) !== peerId)
+        throw new HttpError(404, 'NotFoundError', `no episode ${rpc.episodeId} of peer ${peerId} here`, {
+          code: 'episode_not_found',
+        });
       const result =
         rpc.type === 'end'
           ? await serving.episodes.end(rpc.episodeId, validate(endEpisodeRequestSchema, rpc.result))
@@ -53,7 +60,10 @@ export function serveSwarmProtocols(init: ServerSideInit): void {
     } catch (err) {
       const http = episodeHttpError(err);
       if (!(http instanceof HttpError)) throw err;
-      return { ok: false, error: { status: http.status, name: http.name, message: http.message, details: http.details } };
+      return {
+        ok: false,
+        error: { status: http.status, name: http.name, message: http.message, details: http.details },
+      };
     }
   });
 
@@ -65,7 +75,12 @@ export function serveSwarmProtocols(init: ServerSideInit): void {
       body: JSON.stringify(body),
       signal,
     });
-    const head: InferFrame = { type: 'head', status: res.status, contentType: res.headers.get('content-type') ?? 'application/json', retryAfter: res.headers.get('retry-after') };
+    const head: InferFrame = {
+      type: 'head',
+      status: res.status,
+      contentType: res.headers.get('content-type') ?? 'application/json',
+      retryAfter: res.headers.get('retry-after'),
+    };
     await emit(head);
     if (!res.body) return;
     const decoder = new TextDecoder();

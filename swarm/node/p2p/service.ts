@@ -31,7 +31,7 @@ export interface P2pHost {
   control: ControlRouter;
   mounts: Mount[];
   token: string;
-  identity: { secret: string };
+  identity: { secret: string; nodeId: string };
   paths: { p2p: string };
   options: { roles: readonly string[] };
   urls: { gateway: string };
@@ -72,8 +72,24 @@ export async function startP2pService(host: P2pHost, settings: ResolvedP2p): Pro
   const gatewayUrl = () => host.urls.gateway;
   serveSwarmProtocols({ node, serving: host.serving, db: host.db, gatewayUrl, log });
   const remote = new RemoteEpisodes(node, log);
-  mountRelayRoutes({ node, remote, serving: host.serving, mounts: host.mounts, controlToken: host.token, secret: host.identity.secret, gatewayUrl, log });
-  const weights = new WeightsSync({ node, models: host.serving.models, dir: host.paths.p2p, mirror: settings.mirror, log });
+  mountRelayRoutes({
+    node,
+    remote,
+    serving: host.serving,
+    mounts: host.mounts,
+    controlToken: host.token,
+    secret: host.identity.secret,
+    nodeId: host.identity.nodeId,
+    gatewayUrl,
+    log,
+  });
+  const weights = new WeightsSync({
+    node,
+    models: host.serving.models,
+    dir: host.paths.p2p,
+    mirror: settings.mirror,
+    log,
+  });
 
   const content = (): PresenceContent => presenceContent(host);
   await node.presence.setContent(content);
@@ -98,17 +114,33 @@ export async function startP2pService(host: P2pHost, settings: ResolvedP2p): Pro
     ];
   };
 
-  host.control.get('/api/peers', (_req, res) => sendJson(res, 200, { swarm: node.swarmName, peerId: node.peerId, addresses: node.multiaddrs(), peers: peers() }));
+  host.control.get('/api/peers', (_req, res) =>
+    sendJson(res, 200, {
+      swarm: node.swarmName,
+      peerId: node.peerId,
+      addresses: node.multiaddrs(),
+      peers: peers(),
+    }),
+  );
   host.control.get('/api/peers/:peerId/episodes/:id', async (_req, res, { params }) => {
-    for await (const record of node.trajectories.fetch(params.peerId, [params.id], { signal: AbortSignal.timeout(30_000) })) {
+    for await (const record of node.trajectories.fetch(params.peerId, [params.id], {
+      signal: AbortSignal.timeout(30_000),
+    })) {
       sendJson(res, 200, record.export);
       return;
     }
     throw notFound(`peer ${params.peerId} has no finished episode ${params.id}`, 'episode_not_found');
   });
-  host.control.get('/api/p2p/weights', (_req, res) => sendJson(res, 200, { published: weights.published, fetched: weights.fetched }));
+  host.control.get('/api/p2p/weights', (_req, res) =>
+    sendJson(res, 200, { published: weights.published, fetched: weights.fetched }),
+  );
   host.addStatusPart((status) => {
-    status.p2p = { enabled: true, peerId: node.peerId, peers: node.presence.list().length, swarm: node.swarmName };
+    status.p2p = {
+      enabled: true,
+      peerId: node.peerId,
+      peers: node.presence.list().length,
+      swarm: node.swarmName,
+    };
   });
 
   let stopping: Promise<void> | undefined;
@@ -127,8 +159,18 @@ function presenceContent(host: P2pHost): PresenceContent {
   const models = host.serving.models.models.filter((m) => m.state !== 'failed');
   return {
     roles: [...host.options.roles],
-    models: models.map((m) => ({ name: m.name, policyVersion: m.policyVersion, aliases: [...m.aliases], state: m.state, pool: { ...m.pool } })),
-    pool: { load: models.reduce((n, m) => n + m.pool.active, 0), capacity: models.reduce((n, m) => n + m.pool.limit, 0) },
+    models: models.map((m) => ({
+      name: m.name,
+      policyVersion: m.policyVersion,
+      step: m.step,
+      aliases: [...m.aliases],
+      state: m.state,
+      pool: { ...m.pool },
+    })),
+    pool: {
+      load: models.reduce((n, m) => n + m.pool.active, 0),
+      capacity: models.reduce((n, m) => n + m.pool.limit, 0),
+    },
     clientScripts: host.runner.list().map((client) => client.name),
     gateway: { available: models.length > 0 },
   };

@@ -4,7 +4,7 @@
  */
 import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { parseSwarmToken, type SwarmToken } from '../../../p2p/index.ts';
+import { parseSwarmToken, type SwarmToken } from '../../../p2p/swarm-token/token.ts';
 import { SwarmConfigError } from './errors.ts';
 
 /** What PeerOptions.p2p accepts (CLI flags and tests). */

@@ -11,7 +11,7 @@ import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createSwarmNode, createSwarmToken } from '../../../p2p/index.ts';
 import { parseSafetensors } from '../../../worker/checkpoint/safetensors.ts';
-import type { CreateEpisodeResponse } from '../../common/swarm-api.ts';
+import type { CreateEpisodeResponse, SwarmStatusResponse } from '../../common/swarm-api.ts';
 import { PeerRuntime } from '../runtime.ts';
 import { openStore } from '../store/db.ts';
 import { getEpisode } from '../store/episodes.ts';
@@ -35,7 +35,9 @@ beforeAll(async () => {
     dataDir: tempDir('server'),
     port: 0,
     consoleLogLevel: 'silent',
-    models: [{ name: 'tiny', source: { kind: 'builtin', name: 'tiny' }, aliases: ['gpt-4o-mini'], poolLimit: 8 }],
+    models: [
+      { name: 'tiny', source: { kind: 'builtin', name: 'tiny' }, aliases: ['gpt-4o-mini'], poolLimit: 8 },
+    ],
     // One group of two episodes makes a training step.
     training: { config: { batchTasks: 1, groupSize: 2, checkpointEvery: 0 } },
     p2p: { swarmToken, listen: LOOPBACK, mdns: false, presenceIntervalMs: 200 },
@@ -44,9 +46,20 @@ beforeAll(async () => {
     dataDir: tempDir('client'),
     port: 0,
     consoleLogLevel: 'silent',
-    p2p: { swarmToken, listen: LOOPBACK, mdns: false, presenceIntervalMs: 200, bootstrap: [server.p2p!.node.multiaddrs()[0]], mirror: ['tiny'] },
+    p2p: {
+      swarmToken,
+      listen: LOOPBACK,
+      mdns: false,
+      presenceIntervalMs: 200,
+      bootstrap: [server.p2p!.node.multiaddrs()[0]],
+      mirror: ['tiny'],
+    },
   });
-  await until(async () => (await peersOf(client)).some((p) => p.peerId === server.p2p!.node.peerId && p.models.some((m) => m.name === 'tiny')));
+  await until(async () =>
+    (await peersOf(client)).some(
+      (p) => p.peerId === server.p2p!.node.peerId && p.models.some((m) => m.name === 'tiny'),
+    ),
+  );
 });
 
 afterAll(async () => {
@@ -84,7 +97,12 @@ async function startRemoteEpisode(taskId: string): Promise<CreateEpisodeResponse
 
 async function streamedCall(episode: CreateEpisodeResponse): Promise<string> {
   const openai = new OpenAI({ baseURL: episode.baseUrl, apiKey: episode.apiKey, maxRetries: 0 });
-  const stream = await openai.chat.completions.create({ model: 'tiny', messages: [{ role: 'user', content: 'hello' }], max_tokens: 5, stream: true });
+  const stream = await openai.chat.completions.create({
+    model: 'tiny',
+    messages: [{ role: 'user', content: 'hello' }],
+    max_tokens: 5,
+    stream: true,
+  });
   let text = '';
   let chunks = 0;
   for await (const chunk of stream) {
@@ -97,12 +115,23 @@ async function streamedCall(episode: CreateEpisodeResponse): Promise<string> {
 
 describe('a client peer without models uses a server peer’s model through the swarm', () => {
   it('reports the swarm in status and /api/peers', async () => {
-    const { body: status } = await api<{ p2p: { enabled: boolean; peerId: string; peers: number; swarm: string } }>(client, '/status');
+    const { body: status } = await api<{
+      p2p: { enabled: boolean; peerId: string; peers: number; swarm: string };
+    }>(client, '/status');
     expect(status.p2p).toMatchObject({ enabled: true, peerId: client.p2p!.node.peerId, swarm: 'lab' });
     expect(status.p2p.peers).toBeGreaterThanOrEqual(1);
     const server = (await peersOf(client)).find((p) => !p.self)!;
     expect(server.roles).toContain('server');
     expect(server.pool.capacity).toBe(8);
+
+    // The runner's view (/swarm/v1/status) lists the swarm's model, aliases included, as if it were local.
+    const res = await fetch(`http://127.0.0.1:${client.port}/swarm/v1/status`, {
+      headers: { authorization: `Bearer ${client.token}` },
+    });
+    const swarmStatus = (await res.json()) as SwarmStatusResponse;
+    expect(swarmStatus.models).toContainEqual(
+      expect.objectContaining({ name: 'tiny', aliases: ['gpt-4o-mini'], source: `swarm:${server.peerId}` }),
+    );
   });
 
   it('streams a remote completion, ends the episode with a reward, and the server stores it', async () => {
@@ -119,14 +148,19 @@ describe('a client peer without models uses a server peer’s model through the 
     expect(getEpisode(server.db, episode.episodeId)).toMatchObject({ state: 'ended', reward: 0.75 });
 
     // The merge view of a peer's episode, fetched over /agentjet/trajectories/1.
-    const exported = await api<{ episode: { id: string } }>(client, `/peers/${server.p2p!.node.peerId}/episodes/${episode.episodeId}`);
+    const exported = await api<{ episode: { id: string } }>(
+      client,
+      `/peers/${server.p2p!.node.peerId}/episodes/${episode.episodeId}`,
+    );
     expect(exported.status).toBe(200);
     expect(exported.body.episode.id).toBe(episode.episodeId);
   });
 
   it('refuses a late result for a remote episode the way a local one is refused', async () => {
     const episode = await startRemoteEpisode('task-late');
-    expect((await swarmPost(client, `/episodes/${episode.episodeId}/abort`, { reason: 'agent crashed' })).status).toBe(200);
+    expect(
+      (await swarmPost(client, `/episodes/${episode.episodeId}/abort`, { reason: 'agent crashed' })).status,
+    ).toBe(200);
     const late = await swarmPost(client, `/episodes/${episode.episodeId}/end`, { reward: 1 });
     expect(late.status).toBe(409);
     expect((late.body.error as { name: string }).name).toBe('ConflictError');
@@ -144,7 +178,11 @@ describe('a client peer without models uses a server peer’s model through the 
       expect((await swarmPost(client, `/episodes/${episode.episodeId}/end`, { reward: i })).status).toBe(200);
     }
     const weights = await fetched;
-    expect(weights).toMatchObject({ model: 'tiny', version: server.serving.models.find('tiny')!.policyVersion, from: server.p2p!.node.peerId });
+    expect(weights).toMatchObject({
+      model: 'tiny',
+      version: server.serving.models.find('tiny')!.policyVersion,
+      from: server.p2p!.node.peerId,
+    });
     const bytes = readFileSync(weights.path);
     expect(createHash('sha256').update(bytes).digest('hex')).toBe(weights.sha256);
     const live = await server.serving.models.find('tiny')!.engine.getWeights();
@@ -161,7 +199,9 @@ describe('a client peer without models uses a server peer’s model through the 
       mdns: false,
     });
     try {
-      await expect(stranger.dial(server.p2p!.node.multiaddrs()[0], { signal: AbortSignal.timeout(10_000) })).rejects.toThrow();
+      await expect(
+        stranger.dial(server.p2p!.node.multiaddrs()[0], { signal: AbortSignal.timeout(10_000) }),
+      ).rejects.toThrow();
       expect(stranger.connectedPeers()).not.toContain(server.p2p!.node.peerId);
       expect(stranger.presence.list()).toEqual([]);
     } finally {
@@ -173,18 +213,33 @@ describe('a client peer without models uses a server peer’s model through the 
     const episode = await startRemoteEpisode('task-gone');
     await streamedCall(episode);
     const serverStore = server.paths.store;
+    const serverPeerId = server.p2p!.node.peerId;
     await server.stop();
 
     const openai = new OpenAI({ baseURL: episode.baseUrl, apiKey: episode.apiKey, maxRetries: 0 });
     const failure = await openai.chat.completions
-      .create({ model: 'tiny', messages: [{ role: 'user', content: 'still there?' }], max_tokens: 5, stream: true })
-      .then(() => null, (err: unknown) => err);
+      .create({
+        model: 'tiny',
+        messages: [{ role: 'user', content: 'still there?' }],
+        max_tokens: 5,
+        stream: true,
+      })
+      .then(
+        () => null,
+        (err: unknown) => err,
+      );
     expect(failure).toBeInstanceOf(OpenAI.APIError);
     expect((failure as InstanceType<typeof OpenAI.APIError>).status).toBe(502);
     expect((failure as InstanceType<typeof OpenAI.APIError>).code).toBe('peer_gone');
 
     const end = await swarmPost(client, `/episodes/${episode.episodeId}/end`, { reward: 1 });
     expect((end.body.error as { name: string }).name).toBe('PeerGoneError');
+
+    // With its only host gone, the swarm no longer offers the model: a new episode is refused clearly.
+    await until(() => !client.p2p!.node.connectedPeers().includes(serverPeerId));
+    const next = await swarmPost(client, '/episodes', { model: 'tiny', taskId: 'task-next' });
+    expect(next.status).toBe(404);
+    expect((next.body.error as { name: string }).name).toBe('NotFoundError');
 
     const db = openStore(serverStore);
     try {

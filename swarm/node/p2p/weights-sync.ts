@@ -54,16 +54,28 @@ export class WeightsSync {
       let lastPublished = model.policyVersion;
       this.unsubscribe.push(
         model.onStateChange((state) => {
-          if (state === 'updating' || state === 'loading' || state === 'failed' || model.policyVersion <= lastPublished) return;
+          if (
+            state === 'updating' ||
+            state === 'loading' ||
+            state === 'failed' ||
+            model.policyVersion <= lastPublished
+          )
+            return;
           lastPublished = model.policyVersion;
           // One publish at a time: serializing weights is heavy, and versions must go out in order.
-          this.publishing = this.publishing.then(
-            () => this.publish(model).then(() => undefined),
-          ).catch((err: unknown) => init.log.warn('could not publish weights', { model: model.name, error: String(err) }));
+          this.publishing = this.publishing
+            .then(() => this.publish(model).then(() => undefined))
+            .catch((err: unknown) =>
+              init.log.warn('could not publish weights', { model: model.name, error: String(err) }),
+            );
         }),
       );
     }
-    this.unsubscribe.push(init.node.weights.onManifest(({ manifest, signed, provider }) => void this.maybeFetch(manifest, signed, provider)));
+    this.unsubscribe.push(
+      init.node.weights.onManifest(
+        ({ manifest, signed, provider }) => void this.maybeFetch(manifest, signed, provider),
+      ),
+    );
   }
 
   /** Hears every publish here and every verified fetch (tests, status). */
@@ -76,10 +88,22 @@ export class WeightsSync {
   async publish(model: HostedModel): Promise<PublishedWeights> {
     const version = model.policyVersion;
     const lora = model.engine.info.lora !== null;
-    const bytes = lora ? await this.adapterBytes(model, version) : serializeSafetensors(await model.engine.getWeights());
-    const signed = await this.init.node.weights.publish({ model: model.name, version, source: lora ? { path: bytes as string } : { bytes: bytes as Uint8Array } });
+    const bytes = lora
+      ? await this.adapterBytes(model, version)
+      : serializeSafetensors(await model.engine.getWeights());
+    const signed = await this.init.node.weights.publish({
+      model: model.name,
+      version,
+      source: lora ? { path: bytes as string } : { bytes: bytes as Uint8Array },
+    });
     const manifest = JSON.parse(signed.manifest) as WeightsManifest;
-    const entry: PublishedWeights = { model: model.name, version, sha256: manifest.sha256, bytes: manifest.totalBytes, kind: lora ? 'lora-adapter' : 'full' };
+    const entry: PublishedWeights = {
+      model: model.name,
+      version,
+      sha256: manifest.sha256,
+      bytes: manifest.totalBytes,
+      kind: lora ? 'lora-adapter' : 'full',
+    };
     this.published.push(entry);
     const mine = this.published.filter((p) => p.model === model.name);
     for (const old of mine.slice(0, -SERVED_VERSIONS)) this.init.node.weights.unserve(old.model, old.version);
@@ -103,7 +127,11 @@ export class WeightsSync {
     return this.init.mirror.includes('*') || this.init.mirror.includes(model);
   }
 
-  private async maybeFetch(manifest: WeightsManifest, signed: Parameters<SwarmNode['weights']['fetch']>[0], provider: string): Promise<void> {
+  private async maybeFetch(
+    manifest: WeightsManifest,
+    signed: Parameters<SwarmNode['weights']['fetch']>[0],
+    provider: string,
+  ): Promise<void> {
     if (!this.wants(manifest.model)) return;
     if (this.fetched.some((f) => f.model === manifest.model && f.version === manifest.version)) return;
     const dir = join(this.init.dir, 'weights', safeName(manifest.model));
@@ -111,7 +139,11 @@ export class WeightsSync {
     const destPath = join(dir, `v${manifest.version}.safetensors`);
     try {
       // Only the publisher may sign its model's weights: a relayed copy must carry the same signature.
-      const result = await this.init.node.weights.fetch(signed, { providers: [provider], destPath, expectedSigner: provider });
+      const result = await this.init.node.weights.fetch(signed, {
+        providers: [provider],
+        destPath,
+        expectedSigner: provider,
+      });
       const entry: FetchedWeights = {
         model: manifest.model,
         version: manifest.version,
@@ -122,10 +154,20 @@ export class WeightsSync {
         fetchedAt: new Date().toISOString(),
       };
       this.fetched.push(entry);
-      this.init.log.info('weights fetched and verified', { model: entry.model, version: entry.version, bytes: entry.bytes, from: provider });
+      this.init.log.info('weights fetched and verified', {
+        model: entry.model,
+        version: entry.version,
+        bytes: entry.bytes,
+        from: provider,
+      });
       this.emit(entry);
     } catch (err) {
-      this.init.log.warn('weights fetch failed', { model: manifest.model, version: manifest.version, from: provider, error: `${(err as Error).name}: ${(err as Error).message}` });
+      this.init.log.warn('weights fetch failed', {
+        model: manifest.model,
+        version: manifest.version,
+        from: provider,
+        error: `${(err as Error).name}: ${(err as Error).message}`,
+      });
     }
   }
 

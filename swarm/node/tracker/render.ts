@@ -12,6 +12,12 @@
  *
  * The pieces start and end at the generated span's edges, which sit after the template's assistant header and at
  * the end-of-turn special token, so tokenizing the pieces separately gives the same ids the original calls saw.
+ *
+ * Which call a turn came from: several calls may return the same text with different ids (a random model's "�",
+ * a short "OK" sampled in other pieces), so equal text is not enough. The request's assistant turns are matched
+ * to the calls in order: first the most recent unused call whose prompt is exactly the prompt spliced so far up to
+ * this turn (it generated the turn in this very context); else the earliest unused call after the one matched to
+ * the previous turn; only then any unused call.
  */
 import type {
   ChatMessage,
@@ -26,6 +32,8 @@ import { locateTurn, sortKeys, type TurnLocation } from './turn-match.ts';
 /** An earlier call of the episode: what it generated and the assistant message that became of it. */
 export interface GeneratedTurn {
   callId: string;
+  /** The call's prompt ids; without them a turn is matched by order and text alone. */
+  promptIds?: readonly number[];
   generatedIds: readonly number[];
   assistantMessage: ChatMessage | null;
 }
@@ -50,40 +58,36 @@ export interface RenderedPrompt {
 export function renderPrompt(input: RenderPromptInput): RenderedPrompt {
   const { tokenizer, template, messages, tools, enableThinking, history } = input;
   const text = template.render(messages, { tools, addGenerationPrompt: true, enableThinking });
-  const spans: SplicedSpan[] = [];
   const turns: TurnSplice[] = [];
   const used = new Set<string>();
   const generatedText = memoizedDecode(tokenizer);
-  let cursor = 0;
+  const prompt = new PromptBuilder(tokenizer, text);
+  let lastMatched = -1;
 
   messages.forEach((message, messageIndex) => {
     if (message.role !== 'assistant') return;
-    const ctx = {
+    const ctx: TurnContext = {
       tokenizer,
       format: template.toolCallFormat,
       generatedText,
       text,
-      cursor,
+      cursor: prompt.textEnd,
       message,
       history,
       used,
+      lastMatched,
+      prompt,
     };
     const turn = spliceTurn(ctx);
     turns.push({ messageIndex, ...turn.record });
-    if (turn.span) {
-      spans.push(turn.span);
-      used.add(turn.record.callId!);
-      cursor = turn.span.end;
+    if (turn.call) {
+      // A rewritten turn still came from its call: later turns with the same text belong to later calls.
+      used.add(turn.call.callId);
+      lastMatched = history.indexOf(turn.call);
     }
+    if (turn.span) prompt.splice(turn.span);
   });
-
-  const promptIds: number[] = [];
-  let textStart = 0;
-  for (const span of spans) {
-    promptIds.push(...tokenizer.encode(text.slice(textStart, span.start)), ...span.ids);
-    textStart = span.end;
-  }
-  promptIds.push(...tokenizer.encode(text.slice(textStart)));
+  const promptIds = prompt.finish();
 
   return {
     text,
@@ -103,7 +107,42 @@ interface SplicedSpan extends TurnLocation {
 
 interface TurnResult {
   record: Omit<TurnSplice, 'messageIndex'>;
+  /** The call the turn was matched to (spliced or rewritten), or null. */
+  call: GeneratedTurn | null;
   span: SplicedSpan | null;
+}
+
+/** The prompt's ids, built left to right: text pieces tokenized apart, spliced spans as generated. */
+class PromptBuilder {
+  private readonly ids: number[] = [];
+  /** Where the text not yet tokenized starts. */
+  textEnd = 0;
+  private readonly prefixCache = new Map<number, readonly number[]>();
+
+  constructor(
+    private readonly tokenizer: Tokenizer,
+    private readonly text: string,
+  ) {}
+
+  /** The prompt's ids up to text offset `start` (≥ textEnd), were the next span spliced there. */
+  idsBefore(start: number): readonly number[] {
+    let ids = this.prefixCache.get(start);
+    if (ids === undefined) {
+      ids = [...this.ids, ...this.tokenizer.encode(this.text.slice(this.textEnd, start))];
+      this.prefixCache.set(start, ids);
+    }
+    return ids;
+  }
+
+  splice(span: SplicedSpan): void {
+    this.ids.push(...this.tokenizer.encode(this.text.slice(this.textEnd, span.start)), ...span.ids);
+    this.textEnd = span.end;
+    this.prefixCache.clear();
+  }
+
+  finish(): number[] {
+    return [...this.ids, ...this.tokenizer.encode(this.text.slice(this.textEnd))];
+  }
 }
 
 interface TurnContext {
@@ -116,27 +155,59 @@ interface TurnContext {
   message: ChatMessage;
   history: readonly GeneratedTurn[];
   used: ReadonlySet<string>;
+  /** History index of the call matched to the request's previous assistant turn, -1 before the first. */
+  lastMatched: number;
+  prompt: PromptBuilder;
 }
 
 function spliceTurn(ctx: TurnContext): TurnResult {
-  const unused = ctx.history.filter((call) => !ctx.used.has(call.callId)).reverse(); // latest first
+  const unused = ctx.history.filter((call) => !ctx.used.has(call.callId)); // oldest first
   const byMessage = unused.filter(
     (call) => call.assistantMessage !== null && sameAssistantMessage(call.assistantMessage, ctx.message),
   );
-  for (const call of byMessage) {
-    const span = locateGeneration(ctx, call);
-    if (span) return spliced(ctx, call, span, 'spliced', 'the turn is the generation of this call');
-  }
-  if (byMessage.length > 0) return rewrittenTurn(ctx, byMessage[0]);
+  const byGeneration = pickLocatedCall(ctx, byMessage);
+  if (byGeneration)
+    return spliced(ctx, byGeneration.call, byGeneration.span, 'spliced', 'the turn is the generation of this call');
+  if (byMessage.length > 0) return rewrittenTurn(ctx, inOrder(ctx, byMessage));
 
   // Text-level fallback: no call returned this exact message (the client changed its form), but a call's
   // generated text may still be what was rendered here.
-  for (const call of unused.filter((c) => mentionsMessage(ctx.generatedText(c.generatedIds), ctx.message))) {
-    const span = locateGeneration(ctx, call);
-    if (span)
-      return spliced(ctx, call, span, 'spliced-by-text', 'this call generated the text rendered here');
-  }
+  const byText = pickLocatedCall(
+    ctx,
+    unused.filter((c) => mentionsMessage(ctx.generatedText(c.generatedIds), ctx.message)),
+  );
+  if (byText)
+    return spliced(ctx, byText.call, byText.span, 'spliced-by-text', 'this call generated the text rendered here');
   return notSpliced(null, 'no-generated-call', 'no earlier call of this episode generated this turn');
+}
+
+interface LocatedCall {
+  call: GeneratedTurn;
+  span: SplicedSpan;
+}
+
+/**
+ * Of the candidates (oldest first) whose generation is found in the text: the most recent one that was prompted
+ * with exactly the prompt spliced so far up to its span, else the first in order (see inOrder).
+ */
+function pickLocatedCall(ctx: TurnContext, candidates: readonly GeneratedTurn[]): LocatedCall | null {
+  const located: LocatedCall[] = [];
+  for (const call of candidates) {
+    const span = locateGeneration(ctx, call);
+    if (span) located.push({ call, span });
+  }
+  if (located.length === 0) return null;
+  const extending = located.filter(({ call, span }) => call.promptIds !== undefined && sameIds(call.promptIds, ctx.prompt.idsBefore(span.start)));
+  if (extending.length > 0) return extending[extending.length - 1];
+  const call = inOrder(ctx, located.map((l) => l.call));
+  return located.find((l) => l.call === call)!;
+}
+
+/** The earliest candidate made after the call of the previous turn; without one, the most recent candidate. */
+function inOrder(ctx: TurnContext, candidates: readonly GeneratedTurn[]): GeneratedTurn {
+  return (
+    candidates.find((call) => ctx.history.indexOf(call) > ctx.lastMatched) ?? candidates[candidates.length - 1]
+  );
 }
 
 function spliced(
@@ -162,25 +233,27 @@ function spliced(
       normalized: span.normalized,
       tokens: span.ids.length,
     },
+    call,
     span,
   };
 }
 
 function rewrittenTurn(ctx: TurnContext, call: GeneratedTurn): TurnResult {
   if (call.generatedIds.length === 0) {
-    return notSpliced(call.callId, 'empty-generation', 'the matching call generated no tokens');
+    return { ...notSpliced(call.callId, 'empty-generation', 'the matching call generated no tokens'), call };
   }
   const reasoningDropped =
     call.assistantMessage?.reasoning_content !== undefined && ctx.message.reasoning_content === undefined;
   const detail = reasoningDropped
     ? 'the client sent this turn back without its reasoning, so it renders differently from what was generated'
     : 'the template renders this turn differently from what was generated (e.g. it drops the reasoning of turns before the last user query)';
-  return notSpliced(call.callId, 'template-rewrote-turn', `${detail}; its text was tokenized anew`);
+  return { ...notSpliced(call.callId, 'template-rewrote-turn', `${detail}; its text was tokenized anew`), call };
 }
 
 function notSpliced(callId: string | null, outcome: SpliceOutcome, detail: string): TurnResult {
   return {
     record: { callId, outcome, detail, driftPrevented: false, normalized: false, tokens: 0 },
+    call: null,
     span: null,
   };
 }
