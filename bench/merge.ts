@@ -26,7 +26,13 @@ import { mergeTimelines, type MergeCall } from '../swarm/common/timeline/merge.t
 import { PeerRuntime } from '../swarm/node/runtime.ts';
 import { getCalls } from '../swarm/node/store/episodes.ts';
 import { timelineSample } from '../swarm/node/training/advantages.ts';
-import { APPWORLD_LIKE, observationMessage, openingMessages, runSyntheticEpisode, type AgentWorkload } from '../swarm/node/training/synthetic-agent.ts';
+import {
+  APPWORLD_LIKE,
+  observationMessage,
+  openingMessages,
+  runSyntheticEpisode,
+  type AgentWorkload,
+} from '../swarm/node/training/synthetic-agent.ts';
 import { formatTable, type BenchContext, type Row } from './report.ts';
 
 const MODEL: DecoderConfig = {
@@ -55,7 +61,18 @@ const WORKLOADS: AgentWorkload[] = [
 ];
 
 /** The loop's defaults (swarm/node/training/config.ts), with a tiny learning rate: the step is timed, not used. */
-const TRAIN: Partial<TrainOptions> = { loss: 'ppo', normalization: 'token-sum', clipLow: 0.2, clipHigh: 0.2, microBatchTokens: 4096, learningRate: 1e-6, weightDecay: 0, maxGradNorm: 1 };
+const TRAIN: Partial<TrainOptions> = {
+  loss: 'ppo',
+  normalization: 'token-sum',
+  clipLow: 0.2,
+  clipHigh: 0.2,
+  microBatchTokens: 4096,
+  learningRate: 1e-6,
+  weightDecay: 0,
+  maxGradNorm: 1,
+  // One episode per step: the same divisor for both packings, so merged and naive compute the same update.
+  lossDivisor: 1,
+};
 
 type Driver = 'gateway' | 'tracker';
 
@@ -72,32 +89,54 @@ function argValue(args: string[], name: string): string | undefined {
 
 function scaled(w: AgentWorkload, scale: number): AgentWorkload {
   const s = (n: number) => Math.max(1, Math.round(n * scale));
-  return { turns: w.turns, promptTokens: s(w.promptTokens), observationTokens: s(w.observationTokens), actionTokens: s(w.actionTokens) };
+  return {
+    turns: w.turns,
+    promptTokens: s(w.promptTokens),
+    observationTokens: s(w.observationTokens),
+    actionTokens: s(w.actionTokens),
+  };
 }
 
 /** One episode through a real peer: the agent calls the OpenAI-compatible gateway and reports its reward. */
-async function gatewayEpisode(peer: PeerRuntime, workload: AgentWorkload, seed: number): Promise<MergeCall[]> {
+async function gatewayEpisode(
+  peer: PeerRuntime,
+  workload: AgentWorkload,
+  seed: number,
+): Promise<MergeCall[]> {
   const post = async (url: string, token: string, body: unknown) => {
-    const res = await fetch(url, { method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: JSON.stringify(body) });
+    const res = await fetch(url, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+    });
     const json = (await res.json()) as Record<string, unknown>;
     if (!res.ok) throw new Error(`${url}: ${res.status} ${JSON.stringify(json)}`);
     return json;
   };
-  const episode = (await post(`http://127.0.0.1:${peer.port}/swarm/v1/episodes`, peer.token, { model: 'bench', taskId: `task-${seed}` })) as {
+  const episode = (await post(`http://127.0.0.1:${peer.port}/swarm/v1/episodes`, peer.token, {
+    model: 'bench',
+    taskId: `task-${seed}`,
+  })) as {
     episodeId: string;
     baseUrl: string;
     apiKey: string;
   };
   const messages: ChatMessage[] = openingMessages(workload, seed);
   for (let turn = 0; turn < workload.turns; turn++) {
-    const answer = (await post(`${episode.baseUrl}/chat/completions`, episode.apiKey, { model: 'bench', messages, max_tokens: workload.actionTokens })) as {
+    const answer = (await post(`${episode.baseUrl}/chat/completions`, episode.apiKey, {
+      model: 'bench',
+      messages,
+      max_tokens: workload.actionTokens,
+    })) as {
       choices: { message: ChatMessage }[];
     };
     // The agent keeps the assistant message exactly as returned (content and any tool calls), as real agents do.
     messages.push(answer.choices[0].message);
     messages.push(observationMessage(workload, seed, turn));
   }
-  await post(`http://127.0.0.1:${peer.port}/swarm/v1/episodes/${episode.episodeId}/end`, peer.token, { reward: 1 });
+  await post(`http://127.0.0.1:${peer.port}/swarm/v1/episodes/${episode.episodeId}/end`, peer.token, {
+    reward: 1,
+  });
   return toMergeCalls(getCalls(peer.db, episode.episodeId));
 }
 
@@ -111,9 +150,13 @@ export default async function merge(ctx: BenchContext): Promise<Record<string, u
   const scale = Number(argValue(ctx.args, '--scale') ?? DEFAULT_SCALE);
   const onlyTurns = argValue(ctx.args, '--turns');
   const driver = (argValue(ctx.args, '--driver') ?? 'gateway') as Driver;
-  if (!(scale > 0) || !['gateway', 'tracker'].includes(driver)) throw new Error('usage: merge [--scale S>0] [--driver gateway|tracker]');
-  const workloads = WORKLOADS.filter((w) => onlyTurns === undefined || w.turns === Number(onlyTurns)).map((w) => scaled(w, scale));
-  if (workloads.length === 0) throw new Error(`no workload has ${onlyTurns} turns (${WORKLOADS.map((w) => w.turns).join(', ')})`);
+  if (!(scale > 0) || !['gateway', 'tracker'].includes(driver))
+    throw new Error('usage: merge [--scale S>0] [--driver gateway|tracker]');
+  const workloads = WORKLOADS.filter((w) => onlyTurns === undefined || w.turns === Number(onlyTurns)).map(
+    (w) => scaled(w, scale),
+  );
+  if (workloads.length === 0)
+    throw new Error(`no workload has ${onlyTurns} turns (${WORKLOADS.map((w) => w.turns).join(', ')})`);
   const weights = initWeights(MODEL, 1);
 
   // 1. Episodes.
@@ -138,19 +181,30 @@ export default async function merge(ctx: BenchContext): Promise<Record<string, u
       rmSync(dataDir, { recursive: true, force: true });
     }
   } else {
-    for (const [i, w] of workloads.entries()) episodes.push(toMergeCalls(runSyntheticEpisode(w, { seed: i + 1 }).calls));
+    for (const [i, w] of workloads.entries())
+      episodes.push(toMergeCalls(runSyntheticEpisode(w, { seed: i + 1 }).calls));
   }
 
   // 2. One training step each way, on a fresh engine warmed up on a short sample.
-  const engine = await createEngineFromWeights({ name: 'bench-trainer', config: MODEL, weights, tokenizer: null });
+  const engine = await createEngineFromWeights({
+    name: 'bench-trainer',
+    config: MODEL,
+    weights,
+    tokenizer: null,
+  });
   const warm = episodes[0][0];
-  await engine.trainStep(mergeTimelines([warm], 'naive').timelines.map((t) => timelineSample(t, 1)), TRAIN);
+  await engine.trainStep(
+    mergeTimelines([warm], 'naive').timelines.map((t) => timelineSample(t, 1)),
+    TRAIN,
+  );
   const rows: Row[] = [];
   for (const [i, calls] of episodes.entries()) {
     const merged = mergeTimelines(calls, 'merged');
     const naive = mergeTimelines(calls, 'naive');
     const samples = (result: typeof merged) => result.timelines.map((t) => timelineSample(t, 1));
-    ctx.log(`update: ${workloads[i].turns} turns, naive ${merged.savings.naiveTokens} tokens vs merged ${merged.savings.mergedTokens} …`);
+    ctx.log(
+      `update: ${workloads[i].turns} turns, naive ${merged.savings.naiveTokens} tokens vs merged ${merged.savings.mergedTokens} …`,
+    );
     const naiveMs = await timedStep(engine, samples(naive));
     const mergedMs = await timedStep(engine, samples(merged));
     rows.push({
@@ -167,7 +221,9 @@ export default async function merge(ctx: BenchContext): Promise<Record<string, u
   await engine.close();
 
   const backend = engine.info.backend.name;
-  process.stdout.write(`merge: ${driver === 'gateway' ? 'episodes through the real gateway + tracker' : 'episodes through the real tracker (no gateway)'}; backend ${backend}; scale ${scale}; model: ${MODEL_LABEL}\n`);
+  process.stdout.write(
+    `merge: ${driver === 'gateway' ? 'episodes through the real gateway + tracker' : 'episodes through the real tracker (no gateway)'}; backend ${backend}; scale ${scale}; model: ${MODEL_LABEL}\n`,
+  );
   process.stdout.write(formatTable(rows) + '\n');
   return { workloads: rows, backend, driver, scale, model: MODEL_LABEL };
 }

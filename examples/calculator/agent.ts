@@ -1,65 +1,81 @@
 /**
- * A multi-turn tool-use agent: the model may call `calculate(expression)` (OpenAI function calling through the
- * official `openai` client) as often as it likes, then answers. The script prints its final answer as
- * `{"answer": "..."}`; reward.ts (the environment's grader) turns that into the reward, never the model.
+ * A multi-turn tool-use agent: the model may call `calc(expr)` (OpenAI function calling through the official
+ * `openai` client), then answers. The script prints its final answer as `{"answer": "..."}`; reward.ts (the
+ * environment's grader) turns that into the reward, never the model.
+ *
+ * The prompt and the tool are exported so that the builtin model's warm start (swarm/node/demo/sft-corpus.ts) is
+ * trained on exactly what this agent sends; they are short on purpose, since a tiny byte-level model reads every
+ * character. Importing the file runs nothing: the agent runs only as a script.
  */
 import OpenAI from 'openai';
+import { pathToFileURL } from 'node:url';
 
-interface Task {
+export interface CalcTask {
   id: string;
   question: string;
+  expression: string;
   answer: number;
+  split?: string;
 }
 
-const MAX_TURNS = 3;
-const task = JSON.parse(process.env.AGENTJET_TASK!) as Task;
-const openai = new OpenAI({ baseURL: process.env.OPENAI_BASE_URL, apiKey: process.env.OPENAI_API_KEY, maxRetries: 0 });
-const model = process.env.AGENTJET_MODEL ?? 'gpt-4o-mini';
+export const SYSTEM_PROMPT = 'Use calc.';
 
-const tools: OpenAI.ChatCompletionTool[] = [
+export const TOOLS: OpenAI.ChatCompletionFunctionTool[] = [
   {
     type: 'function',
     function: {
-      name: 'calculate',
-      description: 'Evaluate an arithmetic expression with + - * / and parentheses.',
-      parameters: { type: 'object', properties: { expression: { type: 'string' } }, required: ['expression'] },
+      name: 'calc',
+      description: 'Evaluate arithmetic',
+      parameters: { type: 'object', properties: { expr: { type: 'string' } }, required: ['expr'] },
     },
   },
 ];
 
-/** The tool: arithmetic only (digits, operators, parentheses), so the model cannot run code through it. */
-function calculate(expression: string): string {
-  if (!/^[\d\s+\-*/().]+$/.test(expression)) return 'error: only numbers, + - * / and parentheses are allowed';
-  try {
-    const value = Function(`"use strict"; return (${expression});`)() as number;
-    return Number.isFinite(value) ? String(value) : 'error: not a finite number';
-  } catch {
-    return 'error: not a valid expression';
-  }
+export const MAX_TURNS = 4;
+
+/** The tool: two integers and one of + - * (nothing else is evaluated). */
+export function calc(expr: string): string {
+  const m = /^\s*(-?\d+)\s*([+\-*])\s*(-?\d+)\s*$/.exec(expr);
+  if (!m) return 'error';
+  const a = Number(m[1]);
+  const b = Number(m[3]);
+  return String(m[2] === '+' ? a + b : m[2] === '-' ? a - b : a * b);
 }
 
-const messages: OpenAI.ChatCompletionMessageParam[] = [
-  { role: 'system', content: 'Solve the problem. Use the calculate tool for arithmetic. Reply with the final number only.' },
-  { role: 'user', content: task.question },
-];
-let answer = '';
-for (let turn = 0; turn < MAX_TURNS; turn++) {
-  const completion = await openai.chat.completions.create({ model, messages, tools, max_tokens: 48 });
-  const message = completion.choices[0].message;
-  messages.push(message);
-  if (!message.tool_calls?.length) {
-    answer = message.content ?? '';
-    break;
-  }
-  for (const call of message.tool_calls) {
-    if (call.type !== 'function') continue;
-    let expression = '';
-    try {
-      expression = String((JSON.parse(call.function.arguments) as { expression?: unknown }).expression ?? '');
-    } catch {
-      expression = '';
-    }
-    messages.push({ role: 'tool', tool_call_id: call.id, content: calculate(expression) });
-  }
+export function firstMessages(task: Pick<CalcTask, 'question'>): OpenAI.ChatCompletionMessageParam[] {
+  return [
+    { role: 'system', content: SYSTEM_PROMPT },
+    { role: 'user', content: task.question },
+  ];
 }
-console.log(JSON.stringify({ answer, turns: messages.length }));
+
+async function main(): Promise<void> {
+  const task = JSON.parse(process.env.AGENTJET_TASK!) as CalcTask;
+  const openai = new OpenAI({ baseURL: process.env.OPENAI_BASE_URL, apiKey: process.env.OPENAI_API_KEY, maxRetries: 0 });
+  const model = process.env.AGENTJET_MODEL ?? 'gpt-4o-mini';
+  const messages = firstMessages(task);
+  let answer = '';
+  for (let turn = 0; turn < MAX_TURNS; turn++) {
+    const completion = await openai.chat.completions.create({ model, messages, tools: TOOLS, max_tokens: 64 });
+    const message = completion.choices[0].message;
+    messages.push(message);
+    if (!message.tool_calls?.length) {
+      answer = message.content ?? '';
+      break;
+    }
+    for (const call of message.tool_calls) {
+      if (call.type !== 'function') continue;
+      let expr = '';
+      try {
+        expr = String((JSON.parse(call.function.arguments) as { expr?: unknown }).expr ?? '');
+      } catch {
+        expr = '';
+      }
+      messages.push({ role: 'tool', tool_call_id: call.id, content: calc(expr) });
+    }
+  }
+  console.log(JSON.stringify({ answer, turns: messages.length }));
+}
+
+// Run only as a script: the warm start imports the constants above.
+if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) await main();

@@ -3,7 +3,7 @@
  * `GET /api/clients` answers, and the result line an agent script prints. Pure types and zod schemas.
  */
 import { z } from 'zod';
-import { episodeSamplingSchema } from './swarm-api.ts';
+import { episodeAliasesSchema, episodeSamplingSchema } from './swarm-api.ts';
 
 /** How a script is run; `auto` picks by file extension (.py → python, .js/.mjs/.cjs/.ts/.mts → node). */
 export const scriptRuntimeSchema = z.enum(['auto', 'node', 'python']);
@@ -37,7 +37,7 @@ export const attachClientSchema = z
     model: z.string().min(1).optional(),
     models: z.record(roleNameSchema, z.string().min(1)).optional(),
     /** Model names the script hard-codes (e.g. "gpt-4o-mini") that the gateway maps to the trained model. */
-    aliases: z.array(z.string().min(1)).default([]),
+    aliases: episodeAliasesSchema.default([]),
     /** GRPO group size: each train task runs this many times. */
     repeat: z.number().int().min(1).max(1024).default(1),
     concurrency: z.number().int().min(1).max(1024).default(4),

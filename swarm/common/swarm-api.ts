@@ -23,6 +23,9 @@ export const MAX_IDLE_TIMEOUT_S = 24 * 3600;
 
 const label = z.string().min(1).max(200);
 
+/** Extra names an agent may send as `model` in one episode: few and short, so they fit in errors and logs. */
+export const episodeAliasesSchema = z.array(z.string().min(1).max(100)).max(16);
+
 export const createEpisodeRequestSchema = z
   .object({
     model: z.string().min(1),
@@ -35,6 +38,8 @@ export const createEpisodeRequestSchema = z
     client: label.optional(),
     scriptHash: label.optional(),
     teamId: label.optional(),
+    /** Extra names the agent may use for the model in this episode (e.g. a hard-coded "gpt-4o-mini"). */
+    aliases: episodeAliasesSchema.optional(),
   })
   .strict();
 export type CreateEpisodeRequest = z.input<typeof createEpisodeRequestSchema>;

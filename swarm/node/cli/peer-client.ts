@@ -71,7 +71,7 @@ export class PeerClient {
     const json = (await res.json().catch(() => null)) as { error?: { name: string; message: string } } | null;
     if (!res.ok) {
       const name = json?.error?.name ?? 'HttpError';
-      // The peer's error name (ModelAliasError, TaskSourceError, …) is what a user searches for: keep it in the line.
+      // The peer's error name (ModelNotHostedError, TaskSourceError, …) is what a user searches for: keep it in the line.
       throw new PeerRequestError(res.status, name, `${name}: ${json?.error?.message ?? `HTTP ${res.status}`}`);
     }
     return json as T;

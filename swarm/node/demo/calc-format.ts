@@ -4,7 +4,7 @@
  * final answer is the right number).
  */
 import type { ChatMessage, ToolSpec } from '../../../worker/tokenizer/types.ts';
-import { calc, SYSTEM_PROMPT, TOOLS } from './agent-draft.ts';
+import { calc, SYSTEM_PROMPT, TOOLS } from '../../../examples/calculator/agent.ts';
 
 export interface CalcTask {
   id: string;

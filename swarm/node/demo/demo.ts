@@ -19,9 +19,7 @@ import type { TrainStepSummary } from '../../common/api.ts';
 import { DEFAULT_POOL_LIMIT, type HostedModel } from '../models/model-host.ts';
 import { defaultModelName, parseModelSource } from '../models/model-spec.ts';
 import { PeerRuntime } from '../runtime.ts';
-import { checkpointsDir } from '../training/checkpoints.ts';
-import { resolveTrainingConfig, type TrainingConfigOverrides } from '../training/config.ts';
-import { TrainingLoop } from '../training/loop.ts';
+import type { TrainingConfigOverrides } from '../training/config.ts';
 import { sqliteTrainingStore } from '../training/sqlite-training-store.ts';
 import { makeTasks } from './calc-format.ts';
 
@@ -179,6 +177,8 @@ export async function runDemo(options: DemoOptions, onProgress: (p: DemoProgress
     consoleLogLevel: 'silent',
     uiRoot: outDir,
     models: [{ name: modelName, source, aliases: [], poolLimit: DEFAULT_POOL_LIMIT }],
+    // The runtime's own training loop, configured for the demo; started only once the "before" eval is done.
+    training: { config: demoTrainingConfig(options), autoStart: false },
   });
   try {
     const model = runtime.serving.models.find(modelName);
@@ -262,7 +262,18 @@ function successShare(runs: ClientRunRecord[]): number {
   return runs.length ? runs.filter((r) => r.status === 'ended' && (r.reward ?? 0) >= 1).length / runs.length : 0;
 }
 
-/** Attaches the train tasks and runs the real training loop until it has done `options.steps` steps. */
+/** Training settings of a demo run (a fresh run folder, so the step counter starts at 0). */
+function demoTrainingConfig(options: DemoOptions): TrainingConfigOverrides {
+  return {
+    batchTasks: options.batchTasks,
+    groupSize: options.groupSize,
+    maxSteps: options.steps,
+    checkpointEvery: 0,
+    train: { learningRate: options.learningRate, klCoef: options.klCoef },
+  };
+}
+
+/** Attaches the train tasks and runs the runtime's training loop until it has done `options.steps` steps. */
 async function train(
   runtime: PeerRuntime,
   model: HostedModel,
@@ -271,22 +282,8 @@ async function train(
   attachBase: Record<string, unknown>,
   onProgress: (p: DemoProgress) => void,
 ): Promise<{ records: StepRecord[]; episodes: number }> {
-  const overrides: TrainingConfigOverrides = {
-    batchTasks: options.batchTasks,
-    groupSize: options.groupSize,
-    maxSteps: model.step + options.steps,
-    checkpointEvery: 0,
-    train: { learningRate: options.learningRate, klCoef: options.klCoef },
-  };
   const store = sqliteTrainingStore(runtime.db);
-  const loop = new TrainingLoop({
-    model,
-    config: resolveTrainingConfig(overrides),
-    store,
-    checkpointDir: checkpointsDir(runtime.paths.dataDir, model.name),
-    log: runtime.log.child({ component: 'demo-training' }),
-    publish: (event) => runtime.events.broadcast(event),
-  });
+  const loop = runtime.training.loop(model.name);
 
   // Episodes finished since the last step: their rewards and merge savings go into that step's record.
   let window = { episodes: 0, successes: 0, naive: 0, merged: 0, generated: 0 };

@@ -37,6 +37,8 @@ export interface ActiveEpisode {
   readonly meta: EpisodeMeta;
   readonly model: HostedModel;
   readonly sampling: EpisodeSampling;
+  /** Names the agent may use for the model in this episode only, besides the model's own name and host aliases. */
+  readonly aliases: readonly string[];
   readonly tracker: EpisodeTracker;
   readonly idleTimeoutS: number;
   /** LLM calls running now (they hold the idle timer and delay `end`). */
@@ -45,6 +47,11 @@ export interface ActiveEpisode {
   /** Resolves when `inflight` drops to 0. */
   settled: Promise<void> | undefined;
   settle: (() => void) | undefined;
+}
+
+/** Every name an episode's agent may send as `model`: the model's name, its host aliases, then the episode's own. */
+export function episodeModelNames(episode: Pick<ActiveEpisode, 'model' | 'aliases'>): string[] {
+  return [episode.model.name, ...episode.model.aliases, ...episode.aliases];
 }
 
 export interface EpisodeServiceOptions {
@@ -105,6 +112,7 @@ export class EpisodeService {
       meta,
       model,
       sampling: req.sampling ?? {},
+      aliases: [...new Set(req.aliases ?? [])].filter((a) => !model.answersTo(a)),
       tracker: this.tracker.begin({ episodeId, tokenizer: model.tokenizer, template: model.template }),
       idleTimeoutS: req.idleTimeoutS ?? DEFAULT_IDLE_TIMEOUT_S,
       inflight: 0,

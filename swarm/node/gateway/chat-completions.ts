@@ -2,7 +2,7 @@
  * `POST /v1/chat/completions` for one episode's agent. In order:
  *   1. the API key names the episode (401 otherwise, 409 once it is over);
  *   2. the body is validated (400 naming the field, 413 when too large);
- *   3. `model` must be the episode's model or an alias (404), not updating (503 + Retry-After);
+ *   3. `model` must be the episode's model, a host alias or one of the episode's aliases (404), not updating (503 + Retry-After);
  *   4. the tracker renders the prompt (splicing in what earlier calls generated, so tokens never drift);
  *   5. n samples run in the engine's worker thread (continuous batching there), streamed token by token or
  *      gathered into one answer;
@@ -13,7 +13,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { GenerateResult } from '../../../worker/common/engine.ts';
 import type { ChatMessage } from '../../../worker/tokenizer/types.ts';
 import { bearerToken } from '../control/auth.ts';
-import type { EpisodeService, ActiveEpisode } from '../episodes/episode-service.ts';
+import { episodeModelNames, type EpisodeService, type ActiveEpisode } from '../episodes/episode-service.ts';
 import { RETRY_AFTER_S, withEpisodeErrors } from '../episodes/http-errors.ts';
 import { HttpError, badRequest, unavailable } from '../http/errors.ts';
 import { readBody, sendJson, validate } from '../http/respond.ts';
@@ -42,11 +42,13 @@ export function createChatCompletionsHandler(options: ChatCompletionsOptions) {
     const raw = await readBody(req, options.bodyLimit ?? GATEWAY_BODY_LIMIT);
     const body = busy.time(() => validate(chatCompletionRequestSchema, parseJsonBody(raw)));
     const model = episode.model;
-    if (!model.answersTo(body.model)) {
+    const names = episodeModelNames(episode);
+    if (!names.includes(body.model)) {
+      const aliases = names.slice(1);
       throw new HttpError(
         404,
         'NotFoundError',
-        `model "${body.model}" is not this episode's model; use "${model.name}"${model.aliases.length ? ` (or an alias: ${model.aliases.join(', ')})` : ''}`,
+        `model "${body.model}" is not this episode's model; use "${model.name}"${aliases.length ? ` (or an alias: ${aliases.join(', ')})` : ''}`,
         { code: 'model_not_found', field: 'model' },
       );
     }

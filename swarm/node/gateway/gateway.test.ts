@@ -252,6 +252,33 @@ describe('errors in OpenAI shape, and nothing stored', () => {
     expect(getCalls(runtime.db, episode.episodeId)).toHaveLength(0);
   });
 
+  it("answers to the episode's own aliases, and only in that episode", async () => {
+    const episode = await startEpisode({ aliases: ['my-model'] });
+    const ok = await post(episode.apiKey, JSON.stringify({ model: 'my-model', messages: [{ role: 'user', content: 'x' }], max_tokens: 2 }));
+    expect(ok.status).toBe(200);
+    expect(getCalls(runtime.db, episode.episodeId)).toHaveLength(1);
+
+    const unknown = await post(episode.apiKey, JSON.stringify({ model: 'claude-3', messages: [{ role: 'user', content: 'x' }] }));
+    expect(unknown.status).toBe(404);
+    expect(unknown.body.error.code).toBe('model_not_found');
+    expect(unknown.body.error.message).toContain('"tiny"');
+    expect(unknown.body.error.message).toContain('gpt-4o-mini');
+    expect(unknown.body.error.message).toContain('my-model');
+
+    const other = await startEpisode();
+    const elsewhere = await post(other.apiKey, JSON.stringify({ model: 'my-model', messages: [{ role: 'user', content: 'x' }] }));
+    expect(elsewhere.status).toBe(404);
+    expect(elsewhere.body.error.message).toContain('(or an alias: gpt-4o-mini)');
+  });
+
+  it('refuses malformed episode aliases with 400', async () => {
+    for (const aliases of [[''], Array.from({ length: 17 }, (_, i) => `m${i}`), 'my-model']) {
+      const res = await swarmPost('/episodes', { model: 'tiny', taskId: 'bad-aliases', aliases });
+      expect(res.status).toBe(400);
+      expect(res.body.error).toMatchObject({ name: 'InvalidRequestError', field: expect.stringMatching(/^aliases/) });
+    }
+  });
+
   it('refuses missing, forged and expired keys with 401', async () => {
     const episode = await startEpisode();
     const forged = mintEpisodeKey('ab'.repeat(32), episode.episodeId);

@@ -16,9 +16,9 @@ export class ScriptAttachError extends Error {
   override name = 'ScriptAttachError';
 }
 
-/** An alias the script would use is not a name of the model it is attached to, on the host that serves it. */
-export class ModelAliasError extends Error {
-  override name = 'ModelAliasError';
+/** A script attached with aliases names a model that no peer hosts (by its name or a host alias). */
+export class ModelNotHostedError extends Error {
+  override name = 'ModelNotHostedError';
 }
 
 /** A reward module that cannot be loaded or that returned something other than a reward. */

@@ -5,7 +5,7 @@
  */
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ClientRunRecord, ClientStatus } from '../../common/runner-api.ts';
@@ -86,9 +86,28 @@ describe('runner in a real peer', () => {
     expect(clients.map((c) => c.name).sort()).toEqual(['agent', 'reverse']);
     for (const run of peer.runner.runs('agent')) expect([0, 1]).toContain(storedEpisode(run.episodeIds[0])?.reward);
 
-    const refused = await runCli(['attach', join(dir, 'agent.ts'), '--tasks', join(dir, 'tasks.jsonl'), '--model', 'tiny', '--alias', 'claude-9', '--data-dir', peer.paths.dataDir]);
+    // An alias the host does not serve is the episode's own: a script hard-coding it gets answers from the gateway.
+    const script = join(dirname(tasks), 'claude.mjs');
+    writeFileSync(
+      script,
+      `const res = await fetch(process.env.OPENAI_BASE_URL + '/chat/completions', {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: 'Bearer ' + process.env.OPENAI_API_KEY },
+        body: JSON.stringify({ model: 'claude-9', messages: [{ role: 'user', content: 'hi' }], max_tokens: 2 }),
+      });
+      console.log(JSON.stringify({ reward: res.ok && (await res.json()).choices.length === 1 ? 1 : 0 }));`,
+    );
+    const aliased = await runCli(['attach', script, '--tasks', tasks, '--model', 'tiny', '--alias', 'claude-9', '--epochs', '1', '--data-dir', peer.paths.dataDir]);
+    expect(aliased.stderr).toBe('');
+    expect(aliased.code).toBe(0);
+    expect((await peer.runner.settled('claude')).counts).toMatchObject({ ended: 3, aborted: 0 });
+    for (const run of peer.runner.runs('claude')) expect(storedEpisode(run.episodeIds[0])?.reward).toBe(1);
+
+    // Aliases of a model nobody hosts are refused at attach, with the error's name in the CLI's line.
+    const refused = await runCli(['attach', script, '--tasks', tasks, '--model', 'claude-9', '--alias', 'gpt-4o-mini', '--name', 'unhosted', '--data-dir', peer.paths.dataDir]);
     expect(refused.code).toBe(1);
-    expect(refused.stderr).toContain('ModelAliasError');
+    expect(refused.stderr).toContain('ModelNotHostedError');
+    expect(peer.runner.list().map((c) => c.name)).not.toContain('unhosted');
   }, 300_000);
 
   it('runs the guess-the-number environment and the proposer/verifier team against the real gateway', async () => {

@@ -12,7 +12,7 @@
 import type { Router } from '../http/router.ts';
 import { HttpError, notFound } from '../http/errors.ts';
 import { readJson, sendJson } from '../http/respond.ts';
-import { ClientNotFoundError, EpisodeApiError, ModelAliasError, RewardModuleError, ScriptAttachError, TaskSourceError } from './errors.ts';
+import { ClientNotFoundError, EpisodeApiError, ModelNotHostedError, RewardModuleError, ScriptAttachError, TaskSourceError } from './errors.ts';
 import type { ClientRunner } from './runner.ts';
 
 /** Uploaded scripts come inside the JSON body. */
@@ -59,7 +59,7 @@ async function guard<T>(fn: () => T | Promise<T>): Promise<T> {
   } catch (err) {
     if (err instanceof ClientNotFoundError) throw notFound(err.message, 'client_not_found');
     if (err instanceof EpisodeApiError) throw new HttpError(502, err.name, err.message, { code: 'episode_api_error' });
-    if (err instanceof TaskSourceError || err instanceof ScriptAttachError || err instanceof RewardModuleError || err instanceof ModelAliasError) {
+    if (err instanceof TaskSourceError || err instanceof ScriptAttachError || err instanceof RewardModuleError || err instanceof ModelNotHostedError) {
       throw new HttpError(400, err.name, err.message, { code: 'invalid_request' });
     }
     throw err;

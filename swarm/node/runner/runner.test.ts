@@ -68,10 +68,28 @@ describe('per-episode scripts', () => {
     await attachInline(runner, 'aliased', 'agent.mjs', script, { aliases: ['gpt-4o-mini'] });
     await runner.settled('aliased');
     expect(double.list({ client: 'aliased' }).map((e) => e.state)).toEqual(['ended']);
+  });
 
-    // An alias the host does not serve is refused at attach, before any episode fails on it.
-    await expect(attachInline(runner, 'unserved', 'agent.mjs', script, { aliases: ['claude-3'] })).rejects.toMatchObject({ name: 'ModelAliasError' });
-    expect(runner.list().map((c) => c.name)).toEqual(['aliased']);
+  it('an alias the host does not serve is given to each episode, and the script using it gets answers', async () => {
+    const { double, runner } = await setup();
+    const script = JS_AGENT.replace('process.env.AGENTJET_MODEL', "'claude-3'");
+    await attachInline(runner, 'episode-alias', 'agent.mjs', script, { aliases: ['claude-3'] });
+    await runner.settled('episode-alias');
+    expect(runner.runs('episode-alias').map((r) => [r.status, r.reward])).toEqual([['ended', 1]]);
+    expect(double.list({ client: 'episode-alias' })).toMatchObject([{ state: 'ended', model: 'tiny', calls: 1 }]);
+
+    // Without the alias the same script's call is refused (404), so the episode is aborted.
+    await attachInline(runner, 'no-alias', 'agent.mjs', script);
+    await runner.settled('no-alias');
+    expect(runner.runs('no-alias').map((r) => r.status)).toEqual(['aborted']);
+  });
+
+  it('aliases for a model nobody hosts are refused at attach, before any episode fails on it', async () => {
+    const { double, runner } = await setup();
+    const script = JS_AGENT.replace('process.env.AGENTJET_MODEL', "'claude-3'");
+    await expect(attachInline(runner, 'unhosted', 'agent.mjs', script, { model: 'claude-3', aliases: ['claude-3'] })).rejects.toMatchObject({ name: 'ModelNotHostedError' });
+    expect(runner.list()).toEqual([]);
+    expect(double.list()).toEqual([]);
   });
 });
 

@@ -30,7 +30,7 @@ import {
 } from '../../common/runner-api.ts';
 import type { Logger } from '../log.ts';
 import { validate } from '../http/respond.ts';
-import { ClientNotFoundError, EpisodeApiError, ModelAliasError } from './errors.ts';
+import { ClientNotFoundError, EpisodeApiError, ModelNotHostedError } from './errors.ts';
 import type { BeganEpisode, EpisodeApi } from './episode-api.ts';
 import { runProcess, type ProcessResult } from './process.ts';
 import { loadRewardModule, parseResultLine, rewardFromModule, type Outcome, type RewardFunction } from './result.ts';
@@ -153,7 +153,7 @@ export class ClientRunner {
     const script = snapshotScript(this.options.scriptsDir, options.name, options.script, options.runtime);
     const pass = await openTaskSource(options.tasks);
     const rewardFn = options.rewardModule ? await loadRewardModule(options.rewardModule) : undefined;
-    if (options.aliases.length > 0) await this.checkAliases(options);
+    if (options.aliases.length > 0) await this.checkModelsHosted(options);
 
     const existing = this.clients.get(options.name);
     const client = existing ?? new AttachedClient(options.name);
@@ -190,20 +190,17 @@ export class ClientRunner {
   }
 
   /**
-   * Aliases are names of a model on the host that serves it (`agentjet serve --alias gpt-4o-mini=tiny`); the
-   * runner asks that host (over the swarm protocol) so a script hard-coding a name fails at attach, not per episode.
+   * Aliases are extra names of the model for the script's episodes only (sent with each episode it begins), so
+   * the host need not serve them. A script that hard-codes a name still depends on the model being hosted
+   * somewhere: the runner asks the swarm (over the swarm protocol) so that fails at attach, not per episode.
    */
-  private async checkAliases(options: AttachClientOptions) {
+  private async checkModelsHosted(options: AttachClientOptions) {
     const { models } = await this.options.api.status(options.name);
     for (const model of Object.values(options.models ?? { default: options.model! })) {
-      const hosted = models.find((m) => m.name === model || m.aliases.includes(model));
-      const missing = options.aliases.filter((a) => hosted && a !== hosted.name && !hosted.aliases.includes(a));
-      if (!hosted || missing.length > 0) {
-        throw new ModelAliasError(
-          `the model "${model}" is not served under ${(missing.length > 0 ? missing : options.aliases).map((a) => `"${a}"`).join(', ')}` +
-            `; start its host with --alias ${options.aliases[0]}=${hosted?.name ?? model} (it answers to: ${hosted ? [hosted.name, ...hosted.aliases].join(', ') : 'no such model'})`,
-        );
-      }
+      if (models.some((m) => m.name === model || m.aliases.includes(model))) continue;
+      const served = models.flatMap((m) => [m.name, ...m.aliases]);
+      const aliases = options.aliases.map((a) => `"${a}"`).join(', ');
+      throw new ModelNotHostedError(`no peer hosts the model "${model}", so the aliases ${aliases} have nothing to name; the swarm serves: ${served.join(', ') || 'no models'}`);
     }
   }
 
@@ -484,6 +481,7 @@ export class ClientRunner {
           ...(teamId ? { teamId } : {}),
           ...(options.idleTimeoutS ? { idleTimeoutS: options.idleTimeoutS } : {}),
           ...(options.sampling && spec.kind === 'eval' ? { sampling: options.sampling } : {}),
+          ...(options.aliases.length > 0 ? { aliases: options.aliases } : {}),
         });
         episodes.push({ role, episode });
       }

@@ -14,8 +14,7 @@ import type { EngineState } from '../models/model-host.ts';
 import { PeerRuntime } from '../runtime.ts';
 import { getEpisode } from '../store/episodes.ts';
 import { checkpointsDir, CHECKPOINT_META } from './checkpoints.ts';
-import { startTrainingService, type TrainingService } from './service.ts';
-import { sqliteTrainingStore } from './sqlite-training-store.ts';
+import type { TrainingService } from './service.ts';
 
 const dataDir = mkdtempSync(join(tmpdir(), 'agentjet-training-'));
 const TRAINING = { batchTasks: 2, groupSize: 2, checkpointEvery: 1, train: { learningRate: 1e-3 } };
@@ -28,9 +27,9 @@ async function startPeer(): Promise<{ runtime: PeerRuntime; training: TrainingSe
     port: 0,
     consoleLogLevel: 'silent',
     models: [{ name: 'tiny', source: { kind: 'builtin', name: 'tiny' }, aliases: [], poolLimit: 16 }],
+    training: { config: TRAINING },
   });
-  const training = await startTrainingService({ runtime, host: runtime.serving.models, store: sqliteTrainingStore(runtime.db), config: TRAINING });
-  return { runtime, training };
+  return { runtime, training: runtime.training };
 }
 
 async function post(runtime: PeerRuntime, path: string, body: unknown, token = runtime.token) {

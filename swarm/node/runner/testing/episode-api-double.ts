@@ -76,6 +76,7 @@ export class EpisodeApiDouble {
       }
       const parsed = createEpisodeRequestSchema.safeParse(body);
       if (!parsed.success) return send(res, 400, { error: { name: 'InvalidRequestError', message: parsed.error.issues[0].message } });
+      const hosted = this.models.find((m) => m.name === parsed.data.model);
       const id = `ep-${randomBytes(6).toString('hex')}`;
       const episode: DoubleEpisode = {
         id,
@@ -85,7 +86,8 @@ export class EpisodeApiDouble {
         client: parsed.data.client,
         scriptHash: parsed.data.scriptHash,
         teamId: parsed.data.teamId,
-        aliases: this.models.find((m) => m.name === parsed.data.model)?.aliases ?? [],
+        // Like the real gateway: the host's aliases of the model, then the episode's own.
+        aliases: [...(hosted?.aliases ?? []), ...(parsed.data.aliases ?? [])],
         apiKey: `aj-ep-${id}.${randomBytes(8).toString('hex')}`,
         state: 'active',
         calls: 0,
