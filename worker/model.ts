@@ -17,6 +17,7 @@
 import * as tf from '@tensorflow/tfjs';
 import { checkDecoderTensors, decoderTensorShapes } from './checkpoint/decoder-tensors.ts';
 import type { DecoderConfig, NamedTensors } from './common/engine.ts';
+import { seededRandom } from './common/random.ts';
 
 // ---------------------------------------------------------------------------------------------------------------
 // Parameters: names, shapes, initialisation
@@ -60,17 +61,7 @@ export function validateConfig(cfg: DecoderConfig): void {
   check(cfg.head_dim % 2 === 0, 'head_dim must be even (RoPE rotates pairs)');
 }
 
-/** mulberry32: a small, fast, seedable PRNG (uniform in [0, 1)). Used for init and sampling so runs reproduce. */
-export function seededRandom(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+export { seededRandom };
 
 export function gaussianArray(n: number, std: number, rand: () => number): Float32Array {
   const out = new Float32Array(n);

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { mergeTimelines, type MergeCall, type MergeResult } from './merge.ts';
+import { seededRandom } from '../../../worker/common/random.ts';
 
 /** A call whose generated tokens get logprobs -0.1, -0.2, … so that misplaced logprobs show. */
 function call(
@@ -150,17 +151,6 @@ describe('mergeTimelines', () => {
   });
 });
 
-/** mulberry32: a tiny seeded generator, so a failing case can be replayed from its seed. */
-function seededRandom(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 /**
  * A random multi-agent episode at token level: each agent appends to its history most of the time, and now and

@@ -19,17 +19,9 @@ export const CALC_TOOL: ToolSpec = TOOLS[0] as ToolSpec;
 
 const OPS = ['+', '-', '*'] as const;
 
-/** Deterministic pseudo-random numbers in [0, 1) (mulberry32). */
-export function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+import { seededRandom as rng } from '../../../worker/common/random.ts';
+
+export { rng };
 
 export function evaluateExpression(expr: string): number | null {
   const value = calc(expr);

@@ -8,18 +8,8 @@ import type { CallRecord } from '../../common/timeline/call.ts';
 import type { MergeResult } from '../../common/timeline/merge.ts';
 import { loadQwen3, qwen3AnswerText, scriptedCall, type ScriptedAnswer } from './testing.ts';
 import { EpisodeTracker } from './tracker.ts';
+import { seededRandom } from '../../../worker/common/random.ts';
 
-/** mulberry32: a tiny seeded generator, so a failing case can be replayed from its seed. */
-function seededRandom(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 const WORDS = [
   'hello',
