@@ -15,11 +15,12 @@ export interface RunningPeer extends PeerProcess {
   origin: string;
 }
 
-export async function startPeer(): Promise<RunningPeer> {
+/** `extraArgs` go to `agentjet node`, e.g. `['--model', 'builtin:tiny']` for a peer that hosts a model. */
+export async function startPeer(extraArgs: string[] = []): Promise<RunningPeer> {
   const dataDir = mkdtempSync(path.join(tmpdir(), 'agentjet-e2e-'));
   let peer: PeerProcess;
   try {
-    peer = await startPeerProcess({ appRoot: REPO_ROOT, execPath: process.execPath, dataDir });
+    peer = await startPeerProcess({ appRoot: REPO_ROOT, execPath: process.execPath, dataDir, extraArgs });
   } catch (error) {
     rmSync(dataDir, { recursive: true, force: true });
     throw error;

@@ -2,37 +2,14 @@
  * Fixtures of the data-view tests: `modelPeer` is a real headless peer hosting the built-in tiny model
  * (`agentjet node --model builtin:tiny`), one per worker; `produce` runs agent episodes through its gateway.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
 import { test as base, expect } from '@playwright/test';
-import { startPeerProcess } from '../../electron/peer-process.ts';
-import { REPO_ROOT, type RunningPeer } from '../support/peer.ts';
+import { startPeer, type RunningPeer } from '../support/peer.ts';
 import { runAgentEpisode, type AgentRunOptions } from './gateway-driver.ts';
 
 export const MODEL = 'tiny';
 
-async function startModelPeer(): Promise<RunningPeer> {
-  const dataDir = mkdtempSync(path.join(tmpdir(), 'agentjet-e2e-views-'));
-  try {
-    const peer = await startPeerProcess({
-      appRoot: REPO_ROOT,
-      execPath: process.execPath,
-      dataDir,
-      extraArgs: ['--model', 'builtin:tiny'],
-    });
-    return {
-      ...peer,
-      origin: new URL(peer.uiUrl).origin,
-      async stop() {
-        await peer.stop();
-        rmSync(dataDir, { recursive: true, force: true });
-      },
-    };
-  } catch (error) {
-    rmSync(dataDir, { recursive: true, force: true });
-    throw error;
-  }
+function startModelPeer(): Promise<RunningPeer> {
+  return startPeer(['--model', 'builtin:tiny']);
 }
 
 export const test = base.extend<
