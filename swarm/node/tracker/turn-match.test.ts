@@ -43,4 +43,12 @@ describe('locateTurn', () => {
     const text = rendered(generated);
     expect(locateTurn(text, text.indexOf('<think>') + 1, generated, 'hermes')).toBeNull();
   });
+
+  it('finds a turn whose edge whitespace the output parser trimmed, and marks it normalised', () => {
+    const text = '<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\nok then<|im_end|>\n';
+    const at = locateTurn(text, 0, '\tok then \n', 'hermes');
+    expect(at).toMatchObject({ normalized: true });
+    expect(text.slice(at!.start, at!.end)).toBe('ok then');
+    expect(locateTurn(text, 0, ' ok  then', 'hermes')).toBeNull();
+  });
 });

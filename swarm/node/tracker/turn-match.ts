@@ -6,7 +6,7 @@
  * `{"city": "Paris"}`) and trim whitespace around `<tool_call>` blocks, which changes no meaning but would break
  * every tool-using episode's prefix. Then the rendered span may differ from the generation only inside tool-call
  * blocks (same JSON once parsed) and in whitespace next to them; everything else (reasoning, content, end token)
- * must be identical.
+ * must be identical. Or up to whitespace at the turn's edges, which output parsers trim.
  */
 import type { ToolCallFormat } from '../../../worker/tokenizer/types.ts';
 
@@ -30,8 +30,19 @@ export function locateTurn(
   if (generated === '') return null;
   const start = rendered.indexOf(generated, from);
   if (start >= 0) return { start, end: start + generated.length, normalized: false };
-  if (format !== 'hermes') return null;
-  return locateUpToToolCallFormatting(rendered, from, generated);
+  const toolCalls = format === 'hermes' ? locateUpToToolCallFormatting(rendered, from, generated) : null;
+  return toolCalls ?? locateUpToEdgeWhitespace(rendered, from, generated);
+}
+
+/**
+ * Output parsers (ours included) trim the content's leading and trailing whitespace, so the template re-renders
+ * "\tok " as "ok". The span of the trimmed text is where the generated ids belong.
+ */
+function locateUpToEdgeWhitespace(rendered: string, from: number, generated: string): TurnLocation | null {
+  const core = generated.trim();
+  if (core === '' || core === generated) return null;
+  const start = rendered.indexOf(core, from);
+  return start >= 0 ? { start, end: start + core.length, normalized: true } : null;
 }
 
 /** The generation as text between tool-call blocks (`plains`, one more than blocks) and the blocks' insides. */
