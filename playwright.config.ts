@@ -2,21 +2,8 @@
 // Electron binary exists. `npm run test:e2e` builds the UI first (the peer serves renderer/dist).
 import { existsSync } from 'node:fs';
 import { defineConfig } from '@playwright/test';
+import { CHROMIUM_ARGS, CHROMIUM_PATH } from './e2e/support/chromium.ts';
 
-/** Debian's Chromium where Playwright's own browsers are not downloaded (this project's build machines). */
-const systemChromium = process.env.AGENTJET_CHROMIUM ?? '/usr/bin/chromium';
-
-// Without the background-networking flags Chromium keeps dialling Google services, which a closed network refuses.
-const chromiumArgs = [
-  '--headless',
-  '--no-sandbox',
-  '--disable-gpu',
-  '--disable-quic',
-  '--no-first-run',
-  '--disable-background-networking',
-  '--disable-component-update',
-  '--disable-sync',
-];
 
 export default defineConfig({
   testDir: 'e2e',
@@ -39,7 +26,7 @@ export default defineConfig({
       testIgnore: /electron\.spec\.ts/,
       use: {
         browserName: 'chromium',
-        launchOptions: existsSync(systemChromium) ? { executablePath: systemChromium, args: chromiumArgs } : { args: chromiumArgs },
+        launchOptions: existsSync(CHROMIUM_PATH) ? { executablePath: CHROMIUM_PATH, args: CHROMIUM_ARGS } : { args: CHROMIUM_ARGS },
       },
     },
     { name: 'electron', testMatch: /electron\.spec\.ts/ },

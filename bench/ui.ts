@@ -23,19 +23,9 @@ import { mergeTimelines } from '../swarm/common/timeline/merge.ts';
 import { addUiRoutes } from '../swarm/node/control/ui-routes.ts';
 import { PeerRuntime } from '../swarm/node/runtime.ts';
 import { endEpisode, insertEpisode } from '../swarm/node/store/episodes.ts';
+import { CHROMIUM_ARGS, CHROMIUM_PATH as CHROMIUM } from '../e2e/support/chromium.ts';
 import { formatTable, type BenchContext } from './report.ts';
 
-const CHROMIUM = process.env.AGENTJET_CHROMIUM ?? '/usr/bin/chromium';
-const CHROMIUM_ARGS = [
-  '--headless',
-  '--no-sandbox',
-  '--disable-gpu',
-  '--disable-quic',
-  '--no-first-run',
-  '--disable-background-networking',
-  '--disable-component-update',
-  '--disable-sync',
-];
 const TARGETS = { listScrollFps: 50, firstPaintMs: 500 };
 /** How long the list scrolls, and how far per frame (a brisk flick: ~3,600 px/s at 60 Hz). */
 const SCROLL_MS = 4_000;

@@ -3,6 +3,7 @@
  * Pure types and zod schemas: no Node APIs here.
  */
 import { z } from 'zod';
+import type { TrainMetrics } from '../../worker/common/engine.ts';
 import type { RunnerEvent } from './runner-api.ts';
 
 export const roleSchema = z.enum(['server', 'client']);
@@ -56,17 +57,7 @@ export interface TrainStepSummary {
   /** Samples handed to the engine (timelines, or calls in naive mode). */
   samples: number;
   rewardMean: number;
-  metrics: {
-    loss: number;
-    clipFraction: number;
-    kl: number;
-    entropy: number;
-    gradNorm: number;
-    tokens: number;
-    trainedTokens: number;
-    microBatches: number;
-    timeMs: number;
-  };
+  metrics: Omit<TrainMetrics, 'policyVersion'>;
   /** The checkpoint folder written after this step, if any. */
   checkpoint: string | null;
 }
