@@ -1,5 +1,5 @@
 /**
- * The builtin models: small Qwen3-style decoders over the byte tokenizer's 264-token vocabulary (256 bytes +
+ * The builtin models: small Llama-style decoders over the byte tokenizer's 264-token vocabulary (256 bytes +
  * ChatML/Hermes specials), so the app works with nothing downloaded.
  *
  * `builtin:tiny` loads the checkpoint shipped in worker/builtin/tiny/ when that folder holds one (config.json +
@@ -19,10 +19,10 @@ const BYTE_VOCAB = 264;
 
 export const BUILTIN_CONFIGS: Record<string, DecoderConfig> = {
   tiny: {
-    model_type: 'qwen3',
+    model_type: 'llama',
     vocab_size: BYTE_VOCAB,
     hidden_size: 128,
-    num_hidden_layers: 4,
+    num_hidden_layers: 2, // enough for the copying tool use needs (a previous-token head feeding an induction head)
     num_attention_heads: 4,
     num_key_value_heads: 2,
     head_dim: 32,
@@ -31,7 +31,9 @@ export const BUILTIN_CONFIGS: Record<string, DecoderConfig> = {
     rope_theta: 10000,
     rms_norm_eps: 1e-6,
     tie_word_embeddings: true, // the embedding is a big share of a tiny model's parameters
-    qk_norm: true,
+    // No q/k norm: it bounds attention logits by √head_dim until its gains grow, and copying a number out of a
+    // prompt of a few hundred bytes needs sharp attention from the start of training.
+    qk_norm: false,
     attention_bias: false,
   },
 };

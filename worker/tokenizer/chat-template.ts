@@ -71,17 +71,17 @@ function toTemplateMessage(message: ChatMessage): Record<string, unknown> {
   return plain;
 }
 
-const TOOLS_INTRO =
-  '# Tools\n\nYou may call one or more functions to assist with the user query.\n\n' +
-  'You are provided with function signatures within <tools></tools> XML tags:\n<tools>';
-const TOOLS_OUTRO =
-  '\n</tools>\n\nFor each function call, return a json object with function name and arguments within ' +
-  '<tool_call></tool_call> XML tags:\n<tool_call>\n{"name": <function-name>, "arguments": <args-json-object>}\n</tool_call>';
+/**
+ * The builtin template declares tools as one signature line each (`calc(expr: string): Evaluate arithmetic`)
+ * instead of Qwen's ~450-byte preamble with the schemas as JSON: the builtin models read bytes, and attention over
+ * every prompt byte is most of their cost. Tool calls and results keep Qwen's Hermes layout.
+ */
+const TOOLS_HEADING = '# Tools';
 
 /**
- * ChatML with Hermes tool calls, laid out exactly as Qwen's template lays out a conversation without thinking:
- * tools are declared in the system turn, assistant tool calls follow the content, and consecutive tool results
- * share one user turn, each wrapped in <tool_response>.
+ * ChatML with Hermes tool calls, laid out as Qwen's template lays out a conversation without thinking (except
+ * for the shorter tool declaration above): tools are declared in the system turn, assistant tool calls follow the
+ * content, and consecutive tool results share one user turn, each wrapped in <tool_response>.
  */
 export class BuiltinChatTemplate implements ChatTemplate {
   readonly toolCallFormat: ToolCallFormat = 'hermes';
@@ -93,7 +93,7 @@ export class BuiltinChatTemplate implements ChatTemplate {
 
     if (tools.length > 0) {
       const systemText = hasLeadingSystem ? `${messages[0].content ?? ''}\n\n` : '';
-      prompt += `<|im_start|>system\n${systemText}${TOOLS_INTRO}${tools.map(renderToolSpec).join('')}${TOOLS_OUTRO}<|im_end|>\n`;
+      prompt += `<|im_start|>system\n${systemText}${TOOLS_HEADING}${tools.map(renderToolSignature).join('')}<|im_end|>\n`;
     } else if (hasLeadingSystem) {
       prompt += `<|im_start|>system\n${messages[0].content ?? ''}<|im_end|>\n`;
     }
@@ -119,8 +119,35 @@ export class BuiltinChatTemplate implements ChatTemplate {
   }
 }
 
-function renderToolSpec(tool: ToolSpec): string {
-  return `\n${toPythonStyleJson(tool)}`;
+function renderToolSignature(tool: ToolSpec): string {
+  const { name, description, parameters } = tool.function;
+  const schema = (parameters ?? {}) as JsonSchema;
+  const required = new Set(schema.required ?? []);
+  const params = Object.entries(schema.properties ?? {}).map(
+    ([param, spec]) => `${param}${required.has(param) ? '' : '?'}: ${schemaType(spec)}`,
+  );
+  return `\n${name}(${params.join(', ')})${description ? `: ${description}` : ''}`;
+}
+
+interface JsonSchema {
+  type?: string | string[];
+  properties?: Record<string, JsonSchema>;
+  required?: string[];
+  items?: JsonSchema;
+  enum?: unknown[];
+}
+
+/** A JSON schema as a short type expression: `string`, `number[]`, `"c"|"f"`, `{city: string}`. */
+function schemaType(schema: JsonSchema): string {
+  if (schema.enum) return schema.enum.map((v) => JSON.stringify(v)).join('|');
+  const type = Array.isArray(schema.type) ? schema.type.join('|') : schema.type;
+  if (type === 'array') return `${schema.items ? schemaType(schema.items) : 'any'}[]`;
+  if (type === 'object' && schema.properties) {
+    const required = new Set(schema.required ?? []);
+    const fields = Object.entries(schema.properties).map(([k, v]) => `${k}${required.has(k) ? '' : '?'}: ${schemaType(v)}`);
+    return `{${fields.join(', ')}}`;
+  }
+  return type ?? 'any';
 }
 
 /** Each call on its own lines after the content, as Qwen's template writes them. */

@@ -102,10 +102,11 @@ describe('the Qwen3 chat template', () => {
     );
   });
 
-  it('lays out the same conversation exactly as the builtin ChatML template does', () => {
-    expect(
-      new BuiltinChatTemplate().render(toolConversation, { tools: [weatherTool], addGenerationPrompt: true }),
-    ).toBe(expectedPrompt);
+  it('lays out the conversation as the builtin ChatML template does, except for the shorter tool declaration', () => {
+    const builtin = new BuiltinChatTemplate().render(toolConversation, { tools: [weatherTool], addGenerationPrompt: true });
+    const afterSystem = (prompt: string) => prompt.slice(prompt.indexOf('<|im_end|>'));
+    expect(afterSystem(builtin)).toBe(afterSystem(expectedPrompt));
+    expect(builtin.length).toBeLessThan(expectedPrompt.length - 400);
   });
 
   it('pre-fills an empty think block when thinking is turned off, and ends without a generation prompt otherwise', () => {

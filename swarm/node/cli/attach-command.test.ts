@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { attachRequest } from './attach-command.ts';
-import { runCli } from '../testing/peer-process.ts';
+import { runCli } from '../cli/peer-process.ts';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';

@@ -3,7 +3,7 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { runCli, startPeerProcess, type PeerProcess } from '../testing/peer-process.ts';
+import { runCli, startPeerProcess, type PeerProcess } from '../cli/peer-process.ts';
 
 const tempDir = () => mkdtempSync(join(tmpdir(), 'agentjet-cli-'));
 const running: PeerProcess[] = [];

@@ -13,7 +13,7 @@ import { episodeExportSchema } from '../../common/timeline/export.ts';
 import { openStore } from '../store/db.ts';
 import { readConfigFile, type ConfigFileError } from './config-file.ts';
 import { getCalls, getEpisode, getTimelines } from '../store/episodes.ts';
-import { runCli, startPeerProcess } from '../testing/peer-process.ts';
+import { runCli, startPeerProcess } from '../cli/peer-process.ts';
 
 const dirs: string[] = [];
 function tempDir() {

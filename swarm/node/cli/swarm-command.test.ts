@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it, vi } from 'vitest';
 import { parseSwarmToken } from '../../../p2p/index.ts';
-import { runCli, startPeerProcess } from '../testing/peer-process.ts';
+import { runCli, startPeerProcess } from '../cli/peer-process.ts';
 import { main } from './main.ts';
 
 const dirs: string[] = [];

@@ -2,7 +2,10 @@
  * `agentjet demo`: trains the builtin model on the calculator agent end to end on this machine and writes a run
  * folder with a report. `--json` prints the summary as the last line of stdout; progress goes to stderr.
  */
+import { spawnSync } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { parsePositiveInt, UsageError, type Command } from '../cli/command.ts';
 import { formatDuration, ProgressBar } from '../cli/progress.ts';
 import { DEFAULT_DEMO, runDemo, type DemoOptions, type DemoProgress, type DemoResult } from './demo.ts';
@@ -10,6 +13,7 @@ import { writeDemoReport } from './report.ts';
 
 const USAGE = `agentjet demo [--steps N] [--json] [--out DIR] [--model builtin:tiny|HF_FOLDER]
                  [--script FILE --tasks FILE.jsonl [--reward FILE]] [--lr X] [--group-size N] [--batch-tasks N]
+                 [--eval-tasks N] [--eval-temperature T] [--two-process] [--no-ui]
 
 Starts a peer with the model, attaches the calculator agent (examples/calculator) with its tasks, evaluates on
 ${DEFAULT_DEMO.evalTasks} held-out tasks, trains --steps steps (default ${DEFAULT_DEMO.steps}) through the real training loop, evaluates again,
@@ -17,6 +21,10 @@ and writes runs/<time>/report.md with SVG plots and summary.json.
 
   --script, --tasks, --reward   your own agent script, task file (held-out tasks carry "split": "eval") and grader
   --model                       a Hugging Face model folder instead of the builtin one
+  --two-process                 run the agents in a second peer process (a swarm client on this machine) that
+                                reaches the model over a private loopback swarm; this process hosts and trains it
+  --eval-temperature            eval sampling temperature (default ${DEFAULT_DEMO.evalTemperature}: the policy as trained; 0: greedy)
+  --no-ui                       do not build the UI when it is missing (the live UI's URL is printed at the start)
   --json                        print {"steps","wall_s","episodes","eval_before","eval_after","merge_token_ratio","backend"} last`;
 
 function positiveNumber(flag: string, value: string | undefined, fallback: number): number {
@@ -43,6 +51,7 @@ export function demoOptionsFrom(values: Record<string, unknown>, now = new Date(
     batchTasks: parsePositiveInt('--batch-tasks', str('batch-tasks'), DEFAULT_DEMO.batchTasks),
     evalTasks: parsePositiveInt('--eval-tasks', str('eval-tasks'), DEFAULT_DEMO.evalTasks),
     evalTemperature: positiveNumber('--eval-temperature', str('eval-temperature'), DEFAULT_DEMO.evalTemperature),
+    twoProcess: values['two-process'] === true,
   };
 }
 
@@ -52,7 +61,7 @@ function progressPrinter(): (p: DemoProgress) => void {
   let current = '';
   return (p) => {
     if (p.phase === 'start') {
-      process.stderr.write(`agentjet demo: ${p.model} on ${p.backend}\n`);
+      process.stderr.write(`agentjet demo: ${p.model} on ${p.backend}; agents run ${p.agentsRun}\n  live UI: ${p.uiUrl}\n`);
     } else if (p.phase === 'eval') {
       if (current !== `eval-${p.label}`) {
         current = `eval-${p.label}`;
@@ -71,6 +80,19 @@ function progressPrinter(): (p: DemoProgress) => void {
       else bar!.update(p.step, fields);
     }
   };
+}
+
+/**
+ * The demo's live UI needs the built renderer; a fresh clone has none, so it is built once here (about half a
+ * minute) rather than showing a "not built" page. A failed build is reported and the demo goes on without it.
+ */
+function ensureUiBuilt(): void {
+  const root = fileURLToPath(new URL('../../../', import.meta.url));
+  if (existsSync(join(root, 'renderer/dist/index.html'))) return;
+  process.stderr.write('agentjet demo: building the UI once (npm run build:ui) …\n');
+  const vite = join(root, 'node_modules/vite/bin/vite.js');
+  const built = spawnSync(process.execPath, [vite, 'build', '--config', 'renderer/vite.config.ts', '--logLevel', 'error'], { cwd: root, stdio: ['ignore', 'ignore', 'inherit'] });
+  if (built.status !== 0) process.stderr.write('agentjet demo: the UI did not build; the run goes on, the report is written as usual\n');
 }
 
 function summaryLine(result: DemoResult): string {
@@ -95,9 +117,12 @@ export const demoCommand: Command = {
     'batch-tasks': { type: 'string' },
     'eval-tasks': { type: 'string' },
     'eval-temperature': { type: 'string' },
+    'no-ui': { type: 'boolean' },
+    'two-process': { type: 'boolean' },
   },
   async run(values) {
     const options = demoOptionsFrom(values);
+    if (!values['no-ui']) ensureUiBuilt();
     const result = await runDemo(options, progressPrinter());
     const report = writeDemoReport(result);
     const gain = (result.eval_after - result.eval_before) * 100;

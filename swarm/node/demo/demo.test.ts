@@ -76,6 +76,17 @@ describe('agentjet demo', () => {
     }
   }, 300_000);
 
+  it('runs the agents in a second peer process that reaches the model over the swarm (--two-process)', async () => {
+    const result = await runDemo(options({ script: join(dir, 'varied.mjs'), out: join(dir, 'two'), steps: 1, twoProcess: true }));
+    expect(result.agentsRun).toMatch(/^in peer process \d+/);
+    expect(result.steps).toBe(1);
+    expect(result.weightsChanged).toBe(true);
+    expect(result.evalBefore.episodes).toBe(2);
+    expect(result.evalAfter.episodes).toBe(2);
+    // The client peer kept its own store: the runs of its agents are there, not in the server's folder.
+    expect(existsSync(join(dir, 'two', 'client', 'agentjet.sqlite'))).toBe(true);
+  }, 300_000);
+
   it('stops with DemoError when every group has the same reward (nothing to learn from)', async () => {
     const run = runDemo(options({ script: join(dir, 'constant.mjs'), out: join(dir, 'flat'), stallTimeoutS: 3 }));
     await expect(run).rejects.toMatchObject({ name: 'DemoError' });

@@ -14,14 +14,16 @@ import { fileURLToPath } from 'node:url';
 import { join, resolve } from 'node:path';
 import type { NamedTensors } from '../../../worker/common/engine.ts';
 import { mergeTimelines } from '../../common/timeline/merge.ts';
-import type { ClientRunRecord } from '../../common/runner-api.ts';
+import type { AttachClientRequest, ClientRunRecord } from '../../common/runner-api.ts';
 import type { TrainStepSummary } from '../../common/api.ts';
 import { DEFAULT_POOL_LIMIT, type HostedModel } from '../models/model-host.ts';
 import { defaultModelName, parseModelSource } from '../models/model-spec.ts';
+import { createSwarmToken } from '../../../p2p/index.ts';
 import { PeerRuntime } from '../runtime.ts';
 import type { TrainingConfigOverrides } from '../training/config.ts';
 import { sqliteTrainingStore } from '../training/sqlite-training-store.ts';
 import { makeTasks } from './calc-format.ts';
+import { clientPeerProcess, type DemoRunner, inProcessRunner, settled } from './demo-runner.ts';
 
 export class DemoError extends Error {
   override name = 'DemoError';
@@ -51,7 +53,10 @@ export interface DemoOptions {
   learningRate: number;
   /** Weight of the KL penalty towards the starting weights (0: off, and the KL plot stays flat). */
   klCoef: number;
-  /** Eval episodes sample at this temperature (0: greedy). */
+  /**
+   * Eval episodes sample at this temperature (0: greedy). Default 1: the policy as it is trained, so that the
+   * success rate is the expected reward RL optimises, not the fate of one argmax path.
+   */
   evalTemperature: number;
   /** Episodes in flight during evaluation. */
   evalConcurrency: number;
@@ -59,6 +64,8 @@ export interface DemoOptions {
   seed: number;
   /** Give up (DemoError) when training makes no step for this long, e.g. every group's rewards are equal. */
   stallTimeoutS: number;
+  /** Run the agents in a second peer process (a swarm client) that reaches the model over the swarm. */
+  twoProcess: boolean;
 }
 
 export const DEFAULT_DEMO: DemoOptions = {
@@ -73,10 +80,11 @@ export const DEFAULT_DEMO: DemoOptions = {
   groupSize: 4,
   learningRate: 1e-3,
   klCoef: 0.001,
-  evalTemperature: 0,
+  evalTemperature: 1,
   evalConcurrency: 25,
   seed: 2026,
   stallTimeoutS: 600,
+  twoProcess: false,
 };
 
 export interface EvalResult {
@@ -114,6 +122,8 @@ export interface DemoResult {
   policyVersionAfter: number;
   /** Whether training changed the model's weights (compared tensor by tensor). */
   weightsChanged: boolean;
+  /** Where the agents ran: this process, or the client peer process (--two-process). */
+  agentsRun: string;
   evalBefore: EvalResult;
   evalAfter: EvalResult;
   stepRecords: StepRecord[];
@@ -123,7 +133,7 @@ export interface DemoResult {
 
 /** What the demo reports while it runs (the CLI draws progress bars from it). */
 export type DemoProgress =
-  | { phase: 'start'; model: string; backend: string }
+  | { phase: 'start'; model: string; backend: string; uiUrl: string; agentsRun: string }
   | { phase: 'eval'; label: 'before' | 'after'; done: number; total: number; successRate: number }
   | { phase: 'train'; step: number; total: number; record: StepRecord }
   | { phase: 'done'; result: DemoResult };
@@ -136,10 +146,8 @@ interface TaskFiles {
 
 /** The calculator's train and held-out tasks as JSONL in the run folder (held-out ones carry "split": "eval"). */
 function writeCalculatorTasks(dir: string, options: DemoOptions): TaskFiles {
-  const held = makeTasks(options.evalTasks, options.seed, 'eval').map((t) => ({ ...t, split: 'eval' }));
-  const train = makeTasks(options.trainTasks, options.seed + 1, 'train');
-  const heldExpressions = new Set(held.map((t) => t.expression));
-  const trainOnly = train.filter((t) => !heldExpressions.has(t.expression));
+  const held = makeTasks(options.evalTasks, options.seed, 'eval', true).map((t) => ({ ...t, split: 'eval' }));
+  const trainOnly = makeTasks(options.trainTasks, options.seed + 1, 'train', false);
   const tasks = join(dir, 'train.jsonl');
   const evalFile = join(dir, 'eval.jsonl');
   writeFileSync(tasks, trainOnly.map((t) => JSON.stringify(t)).join('\n') + '\n');
@@ -171,33 +179,35 @@ export async function runDemo(options: DemoOptions, onProgress: (p: DemoProgress
 
   const source = parseModelSource(options.model);
   const modelName = defaultModelName(source);
+  // Two processes: a private swarm of two peers on this machine (loopback only, no mDNS).
+  const swarmToken = options.twoProcess ? createSwarmToken({ name: 'demo' }) : undefined;
   const runtime = await PeerRuntime.start({
     dataDir: join(outDir, 'peer'),
     port: 0,
     consoleLogLevel: 'silent',
-    uiRoot: outDir,
     models: [{ name: modelName, source, aliases: [], poolLimit: DEFAULT_POOL_LIMIT }],
     // The runtime's own training loop, configured for the demo; started only once the "before" eval is done.
     training: { config: demoTrainingConfig(options), autoStart: false },
+    ...(swarmToken ? { p2p: { swarmToken, listen: ['/ip4/127.0.0.1/tcp/0'], mdns: false } } : {}),
   });
+  let runner: DemoRunner | undefined;
   try {
     const model = runtime.serving.models.find(modelName);
     if (!model || model.state === 'failed') throw new DemoError(`the model ${options.model} did not load: ${model?.error ?? 'unknown'}`);
     const backend = model.status().backend ?? 'unknown';
-    onProgress({ phase: 'start', model: options.model, backend });
+    runner = swarmToken
+      ? await clientPeerProcess({ dataDir: join(outDir, 'client'), swarmToken, bootstrap: runtime.p2p!.node.multiaddrs()[0], model: modelName })
+      : inProcessRunner(runtime.runner);
+    onProgress({ phase: 'start', model: options.model, backend, uiUrl: runtime.urls.ui, agentsRun: runner.where });
     const policyVersionBefore = model.policyVersion;
     const weightsBefore = await model.engine.getWeights();
 
-    const attachBase = { script: { path: resolve(options.script) }, model: modelName, ...(options.reward ? { rewardModule: resolve(options.reward) } : {}) };
+    const attachBase: AttachBase = { script: { path: resolve(options.script) }, model: modelName, ...(options.reward ? { rewardModule: resolve(options.reward) } : {}) };
     const evaluate = async (label: 'before' | 'after'): Promise<EvalResult> => {
       const t0 = performance.now();
       const name = `eval-${label}`;
-      const unsubscribe = runtime.runner.onRun((run) => {
-        if (run.client !== name || run.status === 'running') return;
-        const done = runtime.runner.runs(name, files.evalCount * 4).filter((r) => r.status !== 'running' && r.kind === 'eval');
-        onProgress({ phase: 'eval', label, done: done.length, total: files.evalCount, successRate: successShare(done) });
-      });
-      await runtime.runner.attach({
+      const finished = async () => (await runner!.runs(name, files.evalCount * 4)).filter((r) => r.kind === 'eval' && r.status !== 'running');
+      await runner!.attach({
         ...attachBase,
         name,
         tasks: { path: files.eval },
@@ -206,10 +216,15 @@ export async function runDemo(options: DemoOptions, onProgress: (p: DemoProgress
         concurrency: options.evalConcurrency,
         sampling: { temperature: options.evalTemperature },
       });
-      await runtime.runner.settled(name);
-      unsubscribe();
-      const runs = runtime.runner.runs(name, files.evalCount * 4).filter((r) => r.kind === 'eval' && r.status !== 'running');
-      await runtime.runner.detach(name);
+      let reported = -1;
+      await settled(runner!, name, async () => {
+        const done = await finished();
+        if (done.length === reported) return;
+        reported = done.length;
+        onProgress({ phase: 'eval', label, done: done.length, total: files.evalCount, successRate: successShare(done) });
+      });
+      const runs = await finished();
+      await runner!.detach(name, false);
       return {
         episodes: runs.length,
         successRate: successShare(runs),
@@ -220,7 +235,7 @@ export async function runDemo(options: DemoOptions, onProgress: (p: DemoProgress
     };
 
     const evalBefore = await evaluate('before');
-    const { records, episodes } = await train(runtime, model, files, options, attachBase, onProgress);
+    const { records, episodes } = await train(runtime, runner, model, files, options, attachBase, onProgress);
     const weightsChanged = differ(weightsBefore, await model.engine.getWeights());
     const evalAfter = await evaluate('after');
 
@@ -238,6 +253,7 @@ export async function runDemo(options: DemoOptions, onProgress: (p: DemoProgress
       policyVersionBefore,
       policyVersionAfter: model.policyVersion,
       weightsChanged,
+      agentsRun: runner.where,
       evalBefore,
       evalAfter,
       stepRecords: records,
@@ -247,9 +263,13 @@ export async function runDemo(options: DemoOptions, onProgress: (p: DemoProgress
     onProgress({ phase: 'done', result });
     return result;
   } finally {
+    await runner?.close();
     await runtime.stop();
   }
 }
+
+/** What every attachment of the demo shares: the agent script, the model and the grader. */
+type AttachBase = Pick<AttachClientRequest, 'script' | 'model' | 'rewardModule'>;
 
 function differ(a: NamedTensors, b: NamedTensors): boolean {
   return Object.entries(a).some(([name, t]) => {
@@ -276,10 +296,11 @@ function demoTrainingConfig(options: DemoOptions): TrainingConfigOverrides {
 /** Attaches the train tasks and runs the runtime's training loop until it has done `options.steps` steps. */
 async function train(
   runtime: PeerRuntime,
+  runner: DemoRunner,
   model: HostedModel,
   files: TaskFiles,
   options: DemoOptions,
-  attachBase: Record<string, unknown>,
+  attachBase: AttachBase,
   onProgress: (p: DemoProgress) => void,
 ): Promise<{ records: StepRecord[]; episodes: number }> {
   const store = sqliteTrainingStore(runtime.db);
@@ -304,7 +325,7 @@ async function train(
   let lastStepAt = t0;
   const firstStep = model.step;
   await loop.start();
-  await runtime.runner.attach({
+  await runner.attach({
     ...attachBase,
     name: 'train',
     tasks: { path: files.tasks },
@@ -312,7 +333,7 @@ async function train(
     concurrency: options.batchTasks * options.groupSize,
     retries: 0,
     maxConsecutiveFailures: 1000,
-  } as Parameters<typeof runtime.runner.attach>[0]);
+  });
   try {
     let after = firstStep;
     while (records.length < options.steps) {
@@ -322,7 +343,7 @@ async function train(
       }
       const state = loop.state();
       if (state.status === 'failed') throw new DemoError(`training failed: ${state.lastError}`);
-      const client = runtime.runner.get('train');
+      const client = await runner.status('train');
       if (client.state === 'broken') throw new DemoError(`the agent script keeps failing: ${client.reason}`);
       for (const step of store.listSteps(model.name, { afterStep: after, limit: 100 })) {
         after = step.step;
@@ -343,7 +364,7 @@ async function train(
     }
   } finally {
     unsubscribe();
-    await runtime.runner.detach('train', { abortInFlight: true });
+    await runner.detach('train', true);
     await loop.stop();
   }
   return { records, episodes };

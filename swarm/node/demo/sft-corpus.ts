@@ -26,14 +26,10 @@ export function demonstration(task: CalcTask, useTool: boolean): ChatMessage[] {
 /**
  * Token ids of a conversation with lossMask = 1 on every assistant turn, through its <|im_end|> (the newline the
  * template writes after it comes with the next prompt, as in a served episode).
- *
- * `declareTools: false` leaves the template's tool preamble (~450 bytes) out of the system turn: the same turns in
- * a row a quarter as long, which is where the warm start learns the copying cheaply (attention cost grows with
- * the square of the row); a shorter final phase with the preamble adapts it to the prompts it will be served.
  */
-export function sftSample(messages: ChatMessage[], declareTools = true): TrainSample {
+export function sftSample(messages: ChatMessage[]): TrainSample {
   const { tokenizer, template } = builtinTokenizerBundle();
-  const tools = declareTools ? [CALC_TOOL] : undefined;
+  const tools = [CALC_TOOL];
   const render = (upTo: number, addGenerationPrompt: boolean) => template.render(messages.slice(0, upTo), { tools, addGenerationPrompt });
   const tokens: number[] = [];
   const lossMask: number[] = [];

@@ -16,6 +16,7 @@ import type { Mount } from '../http/server.ts';
 import type { Logger } from '../log.ts';
 import type { Serving } from '../models/serving.ts';
 import type { ClientRunner } from '../runner/runner.ts';
+import type { TrainingService } from '../training/service.ts';
 import type { Database } from 'better-sqlite3';
 import { mountRelayRoutes } from './relay-routes.ts';
 import { RemoteEpisodes } from './remote-episodes.ts';
@@ -27,6 +28,7 @@ import { WeightsSync } from './weights-sync.ts';
 export interface P2pHost {
   serving: Serving;
   runner: ClientRunner;
+  training: Pick<TrainingService, 'loops'>;
   db: Database;
   control: ControlRouter;
   mounts: Mount[];
@@ -88,6 +90,7 @@ export async function startP2pService(host: P2pHost, settings: ResolvedP2p): Pro
     models: host.serving.models,
     dir: host.paths.p2p,
     mirror: settings.mirror,
+    trainsLocally: (model) => host.training.loops.get(model)?.state().status === 'running',
     log,
   });
 

@@ -3,11 +3,14 @@
  * new policy version live (the model leaves 'updating'): the full weights as safetensors, or the PEFT adapter
  * when LoRA is on. Peers that mirror the model fetch the blob (signature and sha256 verified by p2p), keep it
  * under `<dataDir>/p2p/weights/<model>/`, and list what they hold (GET /api/p2p/weights).
+ *
+ * A mirror that hosts the same model and does not train it itself (a serving replica) also loads each newer full
+ * version into its engine, between episodes like a training step, so its gateway serves the swarm's newest policy.
  */
-import { mkdirSync, readdirSync, rmSync } from 'node:fs';
+import { mkdirSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import type { SwarmNode, WeightsManifest } from '../../../p2p/index.ts';
-import { serializeSafetensors } from '../../../worker/checkpoint/safetensors.ts';
+import { parseSafetensors, serializeSafetensors } from '../../../worker/checkpoint/safetensors.ts';
 import type { Logger } from '../log.ts';
 import type { HostedModel, ModelHost } from '../models/model-host.ts';
 
@@ -22,6 +25,8 @@ export interface FetchedWeights {
   path: string;
   from: string;
   fetchedAt: string;
+  /** Whether the local replica of the model now serves this version. */
+  loaded: boolean;
 }
 
 export interface PublishedWeights {
@@ -39,6 +44,8 @@ export interface WeightsSyncInit {
   dir: string;
   /** Model names to mirror; '*' = all. */
   mirror: string[];
+  /** Whether this peer trains the model itself (then fetched versions are kept, never loaded over its own). */
+  trainsLocally: (model: string) => boolean;
   log: Logger;
 }
 
@@ -152,7 +159,9 @@ export class WeightsSync {
         path: result.path,
         from: provider,
         fetchedAt: new Date().toISOString(),
+        loaded: false,
       };
+      entry.loaded = await this.loadIntoReplica(entry);
       this.fetched.push(entry);
       this.init.log.info('weights fetched and verified', {
         model: entry.model,
@@ -169,6 +178,27 @@ export class WeightsSync {
         error: `${(err as Error).name}: ${(err as Error).message}`,
       });
     }
+  }
+
+  /** Loads a fetched full version into the local model of that name, when this peer serves but does not train it. */
+  private async loadIntoReplica(entry: FetchedWeights): Promise<boolean> {
+    const model = this.init.models.find(entry.model);
+    if (!model || model.state === 'failed' || model.state === 'loading' || this.init.trainsLocally(model.name)) return false;
+    if (entry.version <= model.policyVersion) return false;
+    const tensors = parseSafetensors(readFileSync(entry.path)).tensors;
+    // A LoRA adapter (PEFT names) is kept on disk: the replica's engine takes full weights only.
+    if (Object.keys(tensors).some((name) => name.includes('lora_'))) return false;
+    // Like a training step: no episode may see two policies, so the replica drains before the swap.
+    await model.drain();
+    model.setState('updating');
+    try {
+      await model.engine.setWeights(tensors, entry.version);
+      model.setPolicy(entry.version, model.step);
+    } finally {
+      model.resume();
+    }
+    this.init.log.info('fetched weights loaded', { model: model.name, version: entry.version });
+    return true;
   }
 
   private emit(entry: FetchedWeights | PublishedWeights): void {

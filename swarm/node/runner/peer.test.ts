@@ -10,7 +10,7 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ClientRunRecord, ClientStatus } from '../../common/runner-api.ts';
 import { PeerRuntime } from '../runtime.ts';
-import { runCli } from '../testing/peer-process.ts';
+import { runCli } from '../cli/peer-process.ts';
 
 const EXAMPLES = fileURLToPath(new URL('../../../examples/', import.meta.url));
 let peer: PeerRuntime;

@@ -1,6 +1,6 @@
 /**
- * Test helper: starts the real `agentjet` CLI as a child process and waits for its JSON ready line.
- * Used by integration tests that need a peer in another process (kill -9, CLI behaviour).
+ * Starts the real `agentjet` CLI as a child process and waits for its JSON ready line: the demo's client peer in
+ * `--two-process` mode, and integration tests that need a peer in another process (kill -9, CLI behaviour).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';

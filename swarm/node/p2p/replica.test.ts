@@ -1,0 +1,95 @@
+/**
+ * A serving replica: a peer that hosts the same model without training it and mirrors the swarm's weights. After
+ * the training peer's step, the replica must serve the new policy: same version, same weights.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createSwarmToken } from '../../../p2p/index.ts';
+import type { CreateEpisodeResponse } from '../../common/swarm-api.ts';
+import { PeerRuntime } from '../runtime.ts';
+import type { FetchedWeights } from './weights-sync.ts';
+
+const LOOPBACK = ['/ip4/127.0.0.1/tcp/0'];
+const dirs: string[] = [];
+let trainer: PeerRuntime;
+let replica: PeerRuntime;
+
+const tinyModel = { name: 'tiny', source: { kind: 'builtin' as const, name: 'tiny' }, aliases: [], poolLimit: 4 };
+
+beforeAll(async () => {
+  const swarmToken = createSwarmToken({ name: 'lab' });
+  const dataDir = (name: string) => {
+    const dir = mkdtempSync(join(tmpdir(), `agentjet-replica-${name}-`));
+    dirs.push(dir);
+    return dir;
+  };
+  trainer = await PeerRuntime.start({
+    dataDir: dataDir('trainer'),
+    port: 0,
+    consoleLogLevel: 'silent',
+    models: [tinyModel],
+    training: { config: { batchTasks: 1, groupSize: 2, checkpointEvery: 0 } },
+    p2p: { swarmToken, listen: LOOPBACK, mdns: false, presenceIntervalMs: 200 },
+  });
+  replica = await PeerRuntime.start({
+    dataDir: dataDir('replica'),
+    port: 0,
+    consoleLogLevel: 'silent',
+    models: [tinyModel],
+    training: { autoStart: false },
+    p2p: { swarmToken, listen: LOOPBACK, mdns: false, presenceIntervalMs: 200, bootstrap: [trainer.p2p!.node.multiaddrs()[0]], mirror: ['tiny'] },
+  });
+  // Weights are announced over gossip: wait until the trainer's announcements reach the replica.
+  while (!replica.p2p!.node.presence.list().some((entry) => entry.peerId === trainer.p2p!.node.peerId)) {
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}, 120_000);
+
+afterAll(async () => {
+  await Promise.allSettled([replica?.stop(), trainer?.stop()]);
+  for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
+});
+
+async function swarmPost(peer: PeerRuntime, path: string, body: unknown) {
+  const res = await fetch(`http://127.0.0.1:${peer.port}/swarm/v1${path}`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${peer.token}`, 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+  });
+  return { status: res.status, body: (await res.json()) as Record<string, unknown> };
+}
+
+describe('a serving replica', () => {
+  it('loads the weights the training peer publishes, and serves them as the new policy version', async () => {
+    const loaded = new Promise<FetchedWeights>((resolve) => {
+      replica.p2p!.weights.onChange((entry) => {
+        if ('path' in entry && entry.loaded) resolve(entry);
+      });
+    });
+    // One group of two episodes with different rewards: one training step on the trainer.
+    for (const reward of [0, 1]) {
+      const created = await swarmPost(trainer, '/episodes', { model: 'tiny', taskId: 'task-r', sampling: { max_tokens: 4 } });
+      expect(created.status).toBe(201);
+      const episode = created.body as unknown as CreateEpisodeResponse;
+      const call = await fetch(`${episode.baseUrl}/chat/completions`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${episode.apiKey}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ model: 'tiny', messages: [{ role: 'user', content: 'hi' }], max_tokens: 4 }),
+      });
+      expect(call.status).toBe(200);
+      expect((await swarmPost(trainer, `/episodes/${episode.episodeId}/end`, { reward })).status).toBe(200);
+    }
+    const entry = await loaded;
+    const trained = trainer.serving.models.find('tiny')!;
+    const served = replica.serving.models.find('tiny')!;
+    expect(entry.version).toBe(trained.policyVersion);
+    expect(served.policyVersion).toBe(trained.policyVersion);
+    expect(served.state).toBe('idle');
+    const [a, b] = await Promise.all([trained.engine.getWeights(), served.engine.getWeights()]);
+    const name = 'model.layers.0.self_attn.q_proj.weight';
+    // Published as f32: the replica's tensors are the trainer's, bit for bit.
+    expect(Array.from(b[name].data)).toEqual(Array.from(a[name].data));
+  }, 120_000);
+});
