@@ -75,7 +75,7 @@ function progressPrinter(): (p: DemoProgress) => void {
         bar = new ProgressBar({ total: p.total, label: 'train      ' });
       }
       const r = p.record;
-      const fields = { reward: r.rewardMean.toFixed(2), success: r.successRate.toFixed(2), 'tok/s': Math.round(r.endToEndTokensPerS), merge: `${r.mergeTokenRatio.toFixed(2)}x` };
+      const fields = { reward: r.rewardMean.toFixed(2), success: r.successRate.toFixed(2), 'tok/s': Math.round(r.endToEndTokensPerS), calls: r.callsPerEpisode.toFixed(2), merge: `${r.mergeTokenRatio.toFixed(2)}x` };
       if (p.step === p.total) bar!.done(fields);
       else bar!.update(p.step, fields);
     }

@@ -71,7 +71,7 @@ describe('agentjet demo', () => {
 
     const report = writeDemoReport(result);
     expect(readFileSync(report, 'utf8')).toContain('Held-out success');
-    for (const file of ['reward.svg', 'loss.svg', 'kl.svg', 'clip.svg', 'throughput.svg', 'merge.svg', 'summary.json']) {
+    for (const file of ['reward.svg', 'loss.svg', 'kl.svg', 'clip.svg', 'throughput.svg', 'calls.svg', 'merge.svg', 'summary.json']) {
       expect(existsSync(join(dir, 'run', file))).toBe(true);
     }
   }, 300_000);

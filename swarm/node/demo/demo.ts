@@ -69,7 +69,7 @@ export interface DemoOptions {
 }
 
 export const DEFAULT_DEMO: DemoOptions = {
-  steps: 20,
+  steps: 15,
   model: 'builtin:tiny',
   out: '',
   script: DEFAULT_AGENT,
@@ -78,7 +78,7 @@ export const DEFAULT_DEMO: DemoOptions = {
   trainTasks: 2000,
   batchTasks: 4,
   groupSize: 4,
-  learningRate: 1e-3,
+  learningRate: 5e-4,
   klCoef: 0.001,
   evalTemperature: 1,
   evalConcurrency: 25,
@@ -107,6 +107,8 @@ export interface StepRecord extends TrainStepSummary {
   endToEndTokensPerS: number;
   /** Σ naive tokens ÷ Σ merged tokens of the episodes finished since the previous step. */
   mergeTokenRatio: number;
+  /** LLM calls per train episode finished since the previous step (for the calculator: 2 = used the tool). */
+  callsPerEpisode: number;
 }
 
 export interface DemoResult {
@@ -307,13 +309,16 @@ async function train(
   const loop = runtime.training.loop(model.name);
 
   // Episodes finished since the last step: their rewards and merge savings go into that step's record.
-  let window = { episodes: 0, successes: 0, naive: 0, merged: 0, generated: 0 };
+  const emptyWindow = () => ({ episodes: 0, successes: 0, naive: 0, merged: 0, generated: 0, calls: 0 });
+  let window = emptyWindow();
   let episodes = 0;
   const unsubscribe = model.onEpisodeDone((done) => {
     if (done.kind !== 'train' || done.outcome !== 'ended') return;
     episodes++;
-    const savings = mergeTimelines(store.episodeCalls(done.episodeId)).savings;
+    const calls = store.episodeCalls(done.episodeId);
+    const savings = mergeTimelines(calls).savings;
     window.episodes++;
+    window.calls += calls.length;
     if ((done.reward ?? 0) >= 1) window.successes++;
     window.naive += savings.naiveTokens;
     window.merged += savings.mergedTokens;
@@ -355,9 +360,10 @@ async function train(
           trainerTokensPerS: step.metrics.tokens / Math.max(1e-3, step.metrics.timeMs / 1000),
           endToEndTokensPerS: (step.metrics.tokens + window.generated) / Math.max(1e-3, (now - lastStepAt) / 1000),
           mergeTokenRatio: window.merged > 0 ? window.naive / window.merged : 1,
+          callsPerEpisode: window.episodes ? window.calls / window.episodes : 0,
         };
         lastStepAt = now;
-        window = { episodes: 0, successes: 0, naive: 0, merged: 0, generated: 0 };
+        window = emptyWindow();
         records.push(record);
         onProgress({ phase: 'train', step: records.length, total: options.steps, record });
       }

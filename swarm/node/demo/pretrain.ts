@@ -6,7 +6,7 @@
  * conversations in the builtin template (sft-corpus.ts) and learns the format: when to call `calc`, how to copy the
  * expression into the call, and how to copy the tool's result into the answer.
  *
- *   node --import tsx swarm/node/demo/pretrain.ts [--phases 600:1,100:0.3] [--batch N] [--lr X] [--out DIR]
+ *   node --import tsx swarm/node/demo/pretrain.ts [--phases 600:1:1,100:0.3] [--batch N] [--lr X] [--out DIR]
  */
 import '../../../p2p/polyfill.ts';
 import { mkdir, writeFile } from 'node:fs/promises';
@@ -19,7 +19,7 @@ import { writeModelFolder } from '../../../worker/node/hf-folder.ts';
 import { builtinTokenizerBundle } from '../../../worker/tokenizer/load.ts';
 import { makeTasks, rng } from './calc-format.ts';
 import { formatProbe, probeCalculator, type ProbeResult } from './probe.ts';
-import { demonstration, sftSample } from './sft-corpus.ts';
+import { copyDrill, demonstration, sftSample } from './sft-corpus.ts';
 
 /**
  * A phase of the warm start: `steps` steps in which `toolShare` of the demonstrations call the tool and the rest
@@ -28,6 +28,8 @@ import { demonstration, sftSample } from './sft-corpus.ts';
 export interface PretrainPhase {
   steps: number;
   toolShare: number;
+  /** Copy drills (sft-corpus.ts) added to each batch, as a share of the batch size. */
+  drillShare: number;
 }
 
 export interface PretrainOptions {
@@ -44,8 +46,8 @@ export interface PretrainOptions {
 
 export const DEFAULT_PRETRAIN: PretrainOptions = {
   phases: [
-    { steps: 600, toolShare: 1 },
-    { steps: 100, toolShare: 0.3 },
+    { steps: 600, toolShare: 1, drillShare: 1 },
+    { steps: 100, toolShare: 0.3, drillShare: 0 },
   ],
   batch: 16,
   learningRate: 3e-3,
@@ -92,17 +94,19 @@ export async function pretrainTiny(options: PretrainOptions, log: (line: string)
     await writeFile(join(options.out, 'training.json'), JSON.stringify(record, null, 2) + '\n');
   };
   const steps = options.phases.reduce((a, p) => a + p.steps, 0);
-  const toolShareAt = (step: number) => {
+  const phaseAt = (step: number) => {
     let end = 0;
-    for (const phase of options.phases) if (step < (end += phase.steps)) return phase.toolShare;
-    return options.phases[options.phases.length - 1].toolShare;
+    for (const phase of options.phases) if (step < (end += phase.steps)) return phase;
+    return options.phases[options.phases.length - 1];
   };
   log(`pretraining builtin:tiny (${engine.info.paramCount} parameters, ${engine.info.backend.name}): ${steps} steps of ${options.batch} conversations`);
   for (let step = 0; step < steps; step++) {
-    const toolShare = toolShareAt(step);
-    const samples = Array.from({ length: options.batch }, () =>
-      sftSample(demonstration(tasks[Math.floor(rand() * tasks.length)], rand() < toolShare)),
-    );
+    const { toolShare, drillShare } = phaseAt(step);
+    const pick = () => tasks[Math.floor(rand() * tasks.length)];
+    const samples = [
+      ...Array.from({ length: options.batch }, () => sftSample(demonstration(pick(), rand() < toolShare))),
+      ...Array.from({ length: Math.round(options.batch * drillShare) }, () => sftSample(copyDrill(pick(), rand))),
+    ];
     const metrics = await engine.trainStep(samples, {
       loss: 'sft',
       learningRate: options.learningRate,
@@ -110,7 +114,7 @@ export async function pretrainTiny(options: PretrainOptions, log: (line: string)
       schedule: { kind: 'warmup-cosine', warmupSteps: 20, totalSteps: steps, minRatio: 0.1 },
     });
     lastLoss = metrics.loss;
-    if ((step + 1) % 10 === 0) log(`step ${step + 1}/${steps} (tool share ${toolShare}) loss ${metrics.loss.toFixed(4)} (${(metrics.timeMs / 1000).toFixed(1)} s, ${Math.round((performance.now() - started) / 1000)} s total)`);
+    if ((step + 1) % 10 === 0) log(`step ${step + 1}/${steps} (tool share ${toolShare}, drills ${drillShare}) loss ${metrics.loss.toFixed(4)} (${(metrics.timeMs / 1000).toFixed(1)} s, ${Math.round((performance.now() - started) / 1000)} s total)`);
     if (options.probeEvery > 0 && (step + 1) % options.probeEvery === 0 && step + 1 < steps) await probeAndSave(step + 1);
   }
   await probeAndSave(steps);
@@ -120,11 +124,12 @@ export async function pretrainTiny(options: PretrainOptions, log: (line: string)
 
 if (import.meta.url === `file://${process.argv[1]}`) {
   const { values } = parseArgs({ options: { phases: { type: 'string' }, batch: { type: 'string' }, out: { type: 'string' }, lr: { type: 'string' } } });
-  // --phases 600:1,100:0.3 = 600 steps with every demonstration calling the tool, then 100 with 30% doing so.
+  // --phases 600:1:1,100:0.3 = 600 steps in which every demonstration calls the tool, with as many copy drills,
+  // then 100 steps in which 30% do.
   const phases = values.phases?.split(',').map((p) => {
-    const [steps, toolShare] = p.split(':').map(Number);
-    if (!Number.isInteger(steps) || steps < 1 || !(toolShare >= 0 && toolShare <= 1)) throw new Error(`--phases: "${p}" is not STEPS:TOOL_SHARE`);
-    return { steps, toolShare };
+    const [steps, toolShare, drillShare = 0] = p.split(':').map(Number);
+    if (!Number.isInteger(steps) || steps < 1 || !(toolShare >= 0 && toolShare <= 1) || !(drillShare >= 0)) throw new Error(`--phases: "${p}" is not STEPS:TOOL_SHARE[:DRILL_SHARE]`);
+    return { steps, toolShare, drillShare };
   });
   await pretrainTiny({
     ...DEFAULT_PRETRAIN,

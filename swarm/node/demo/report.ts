@@ -48,6 +48,12 @@ function plots(result: DemoResult): Plot[] {
       ],
     },
     {
+      file: 'calls.svg',
+      title: 'LLM calls per train episode (the agent’s tool use: 1 = answered at once)',
+      yLabel: 'calls',
+      series: [{ name: 'calls per episode', points: points(r, (s) => s.callsPerEpisode) }],
+    },
+    {
       file: 'merge.svg',
       title: 'Timeline merge: naive tokens ÷ merged tokens',
       yLabel: 'ratio',
@@ -72,7 +78,7 @@ export function writeDemoReport(result: DemoResult): string {
   const a = result.evalAfter;
   const rows = result.stepRecords.map(
     (s) =>
-      `| ${s.step} | ${s.wallS.toFixed(0)} | ${s.rewardMean.toFixed(3)} | ${s.successRate.toFixed(3)} | ${s.metrics.loss.toFixed(4)} | ${s.metrics.kl.toFixed(5)} | ${s.metrics.clipFraction.toFixed(4)} | ${s.trainerTokensPerS.toFixed(0)} | ${s.mergeTokenRatio.toFixed(2)} |`,
+      `| ${s.step} | ${s.wallS.toFixed(0)} | ${s.rewardMean.toFixed(3)} | ${s.successRate.toFixed(3)} | ${s.metrics.loss.toFixed(4)} | ${s.metrics.kl.toFixed(5)} | ${s.metrics.clipFraction.toFixed(4)} | ${s.trainerTokensPerS.toFixed(0)} | ${s.callsPerEpisode.toFixed(2)} | ${s.mergeTokenRatio.toFixed(2)} |`,
   );
   const md = `# AgentJet demo run
 
@@ -94,8 +100,8 @@ ${all.map((p) => `![${p.title}](${p.file})`).join('\n')}
 
 ## Steps
 
-| step | wall s | reward | success | loss | KL | clip | trainer tok/s | merge ratio |
-| --- | --- | --- | --- | --- | --- | --- | --- | --- |
+| step | wall s | reward | success | loss | KL | clip | trainer tok/s | calls/episode | merge ratio |
+| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |
 ${rows.join('\n')}
 
 ## Settings

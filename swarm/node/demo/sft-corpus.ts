@@ -24,12 +24,28 @@ export function demonstration(task: CalcTask, useTool: boolean): ChatMessage[] {
 }
 
 /**
+ * A copy drill: a short user turn ending in the expression, answered with the expression itself. Copying a few
+ * characters from ~60 positions back is what a freshly initialised tiny model learns slowest (attention starts
+ * out spread over the whole row); from a dozen positions back it learns it within a hundred steps, and the
+ * heads that do it then serve the long rows too. The random letters in front vary the distance, so that the
+ * drill teaches copying by content, not from one fixed offset.
+ */
+export function copyDrill(task: CalcTask, rand: () => number): ChatMessage[] {
+  const letters = Array.from({ length: Math.floor(rand() * 24) }, () => 'abcdefghijklmnopqrstuvwxyz '[Math.floor(rand() * 27)]).join('');
+  return [
+    { role: 'user', content: `${letters}${task.expression}` },
+    { role: 'assistant', content: task.expression },
+  ];
+}
+
+/**
  * Token ids of a conversation with lossMask = 1 on every assistant turn, through its <|im_end|> (the newline the
  * template writes after it comes with the next prompt, as in a served episode).
  */
 export function sftSample(messages: ChatMessage[]): TrainSample {
   const { tokenizer, template } = builtinTokenizerBundle();
-  const tools = [CALC_TOOL];
+  // A conversation with a system turn is the agent's; a drill has none and declares no tools.
+  const tools = messages[0].role === 'system' ? [CALC_TOOL] : undefined;
   const render = (upTo: number, addGenerationPrompt: boolean) => template.render(messages.slice(0, upTo), { tools, addGenerationPrompt });
   const tokens: number[] = [];
   const lossMask: number[] = [];
