@@ -223,8 +223,13 @@ export class TrainingLoop {
   private drainUnlessStopped(): Promise<boolean> {
     const { signal } = this.stopSignal;
     if (signal.aborted) return Promise.resolve(false);
-    const stopped = new Promise<boolean>((resolve) => signal.addEventListener('abort', () => resolve(false), { once: true }));
-    return Promise.race([this.model.drain().then(() => true), stopped]);
+    let onAbort = () => {};
+    const stopped = new Promise<boolean>((resolve) => {
+      onAbort = () => resolve(false);
+      signal.addEventListener('abort', onAbort, { once: true });
+    });
+    // The signal lives as long as the loop: a listener left behind per step would pile up for the whole run.
+    return Promise.race([this.model.drain().then(() => true), stopped]).finally(() => signal.removeEventListener('abort', onAbort));
   }
 
   private loadGroups(batch: BatchGroup<EpisodeDone>[]): GroupForTraining[] {
