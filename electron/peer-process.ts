@@ -6,18 +6,10 @@
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
+import type { PeerReadyLine } from '../swarm/common/api.ts';
 
 /** The `--json` ready line of `agentjet node`. */
-export interface PeerReady {
-  event: 'ready';
-  port: number;
-  apiUrl: string;
-  gatewayUrl: string;
-  uiUrl: string;
-  token: string;
-  dataDir: string;
-  nodeId: string;
-}
+export type PeerReady = PeerReadyLine;
 
 export interface PeerProcess extends PeerReady {
   child: ChildProcessWithoutNullStreams;

@@ -21,6 +21,20 @@ export interface ModelStatus {
   error?: string;
 }
 
+/** The line `agentjet node|serve --json` prints on stdout once the peer is ready (what peer-process starters wait for). */
+export interface PeerReadyLine {
+  event: 'ready';
+  port: number;
+  apiUrl: string;
+  gatewayUrl: string;
+  uiUrl: string;
+  token: string;
+  dataDir: string;
+  nodeId: string;
+  models: Array<{ name: string; aliases: readonly string[]; state: string }>;
+  p2p: { peerId: string; swarm: string; addresses: string[] } | null;
+}
+
 export interface StatusPayload {
   app: 'agentjet';
   version: string;

@@ -2,6 +2,7 @@
  * `agentjet node` and `agentjet serve`: run the peer runtime headless until SIGINT/SIGTERM. `serve` is `node` with
  * at least one hosted model (`--model`, or `models:` in `--config FILE`).
  */
+import type { PeerReadyLine } from '../../common/api.ts';
 import { resolve } from 'node:path';
 import { PeerRuntime, DEFAULT_PORT, DEFAULT_HOST } from '../runtime.ts';
 import { PortInUseError } from '../http/server.ts';
@@ -173,7 +174,7 @@ async function runPeer(values: OptionValues, { requireModels }: { requireModels:
 
 function printReady(runtime: PeerRuntime, json: boolean) {
   if (json) {
-    const ready = {
+    const ready: PeerReadyLine = {
       event: 'ready',
       port: runtime.port,
       apiUrl: runtime.urls.api,

@@ -5,19 +5,11 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { fileURLToPath } from 'node:url';
+import type { PeerReadyLine } from '../../common/api.ts';
 
 export const AGENTJET_BIN = fileURLToPath(new URL('../../../bin/agentjet.mjs', import.meta.url));
 
-export interface ReadyLine {
-  event: 'ready';
-  port: number;
-  apiUrl: string;
-  gatewayUrl: string;
-  uiUrl: string;
-  token: string;
-  dataDir: string;
-  nodeId: string;
-}
+export type ReadyLine = PeerReadyLine;
 
 export interface PeerProcess {
   child: ChildProcess;
