@@ -71,6 +71,12 @@ export interface TrainStepSummary {
   /** Samples handed to the engine (timelines, or calls in naive mode). */
   samples: number;
   rewardMean: number;
+  /** Population standard deviation of the batch's rewards (absent on steps stored before it was recorded). */
+  rewardStd?: number;
+  /** Share of the batch's episodes with full reward (≥ 1). */
+  successRate?: number;
+  /** Tokens the batch would hold with one sample per LLM call (naive), against `metrics.tokens` merged. */
+  naiveTokens?: number;
   metrics: Omit<TrainMetrics, 'policyVersion'>;
   /** The checkpoint folder written after this step, if any. */
   checkpoint: string | null;

@@ -132,6 +132,11 @@ describe('training loop on a real peer', () => {
       const steps = (await get(runtime, '/api/models/tiny/steps')).body.steps as TrainStepSummary[];
       expect(steps).toHaveLength(1);
       expect(steps[0]).toMatchObject({ model: 'tiny', step: 1, policyVersion: 1, groups: 2, episodes: 4 });
+      // Rewards 1, 0 (task-a) and 0.2, 0.8 (task-b): mean 0.5, spread √0.17, one episode with full marks.
+      expect(steps[0].rewardMean).toBeCloseTo(0.5, 6);
+      expect(steps[0].rewardStd).toBeCloseTo(Math.sqrt(0.17), 6);
+      expect(steps[0].successRate).toBe(0.25);
+      expect(steps[0].naiveTokens).toBeGreaterThanOrEqual(steps[0].metrics.tokens);
       expect(Number.isFinite(steps[0].metrics.loss)).toBe(true);
       expect(steps[0].metrics.trainedTokens).toBeGreaterThan(0);
       expect(listener.events.filter((e) => e.type === 'train-step').map((e) => e.data)).toEqual(steps);

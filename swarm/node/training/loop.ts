@@ -14,7 +14,7 @@ import type { TrainStepSummary, ServerEvent } from '../../common/api.ts';
 import { mergeTimelines } from '../../common/timeline/merge.ts';
 import type { Logger } from '../log.ts';
 import type { EpisodeDone, HostedModel } from '../models/model-host.ts';
-import { buildTrainBatch, type GroupForTraining } from './advantages.ts';
+import { buildTrainBatch, type EpisodeForTraining } from './advantages.ts';
 import { Batcher, type BatchGroup, type EpisodeMark } from './batcher.ts';
 import { latestCheckpoint, readCheckpointWeights, saveCheckpoint } from './checkpoints.ts';
 import type { TrainingConfig } from './config.ts';
@@ -182,12 +182,14 @@ export class TrainingLoop {
       // Taken after draining: the episodes that finished meanwhile may complete more groups.
       batch = this.batcher.takeBatch(model.policyVersion);
       if (!batch) return;
-      const trainBatch = buildTrainBatch(this.loadGroups(batch), config.advantageEpsilon);
+      const groups = this.loadGroups(batch);
+      const trainBatch = buildTrainBatch(groups, config.advantageEpsilon);
       // Divided by the episode count, not the sample count: merged and naive packings give the same update.
       const metrics = await model.engine.trainStep(trainBatch.samples, { ...config.train, lossDivisor: trainBatch.advantages.length });
       const step = model.step + 1;
       model.setPolicy(metrics.policyVersion, step);
       const { policyVersion: _version, ...stepMetrics } = metrics;
+      const rewards = trainBatch.advantages.map((a) => a.reward);
       const summary: TrainStepSummary = {
         model: model.name,
         step,
@@ -196,7 +198,10 @@ export class TrainingLoop {
         groups: batch.length,
         episodes: trainBatch.advantages.length,
         samples: trainBatch.samples.length,
-        rewardMean: mean(trainBatch.advantages.map((a) => a.reward)),
+        rewardMean: mean(rewards),
+        rewardStd: Math.sqrt(mean(rewards.map((r) => (r - mean(rewards)) ** 2))),
+        successRate: mean(rewards.map((r) => (r >= 1 ? 1 : 0))),
+        naiveTokens: groups.reduce((sum, g) => sum + g.episodes.reduce((a, e) => a + e.naiveTokens, 0), 0),
         metrics: stepMetrics,
         checkpoint: null,
       };
@@ -232,15 +237,15 @@ export class TrainingLoop {
     return Promise.race([this.model.drain().then(() => true), stopped]).finally(() => signal.removeEventListener('abort', onAbort));
   }
 
-  private loadGroups(batch: BatchGroup<EpisodeDone>[]): GroupForTraining[] {
+  /** The batch's episodes with their merged timelines, and what one sample per call would have cost. */
+  private loadGroups(batch: BatchGroup<EpisodeDone>[]): Array<{ groupId: string; episodes: Array<EpisodeForTraining & { naiveTokens: number }> }> {
     const { store, config } = this.options;
     return batch.map((group) => ({
       groupId: group.groupId,
-      episodes: group.episodes.map((episode) => ({
-        episodeId: episode.episodeId,
-        reward: episode.reward as number,
-        timelines: mergeTimelines(store.episodeCalls(episode.episodeId), config.mergeMode).timelines,
-      })),
+      episodes: group.episodes.map((episode) => {
+        const merged = mergeTimelines(store.episodeCalls(episode.episodeId), config.mergeMode);
+        return { episodeId: episode.episodeId, reward: episode.reward as number, timelines: merged.timelines, naiveTokens: merged.savings.naiveTokens };
+      }),
     }));
   }
 

@@ -3,7 +3,7 @@ import type { TrainStepSummary } from '../../../../swarm/common/api.ts';
 import { createAppStore } from '../index.ts';
 import { modelsSelectors } from './selectors.ts';
 
-function step(n: number, extra: Record<string, unknown> = {}): TrainStepSummary {
+function step(n: number, extra: Pick<TrainStepSummary, 'rewardStd' | 'successRate' | 'naiveTokens'> = {}): TrainStepSummary {
   return {
     model: 'tiny',
     step: n,
@@ -23,11 +23,10 @@ function step(n: number, extra: Record<string, unknown> = {}): TrainStepSummary 
       trainedTokens: 500,
       microBatches: 1,
       timeMs: 500,
-      ...extra,
     },
     checkpoint: n % 10 === 0 ? `/data/checkpoints/tiny/step-${n}` : null,
-    ...(extra.rewardStd !== undefined ? { rewardStd: extra.rewardStd } : {}),
-  } as TrainStepSummary;
+    ...extra,
+  };
 }
 
 describe('models slice', () => {

@@ -23,8 +23,6 @@ export interface StepSeries {
   mergeRatio: (number | null)[];
 }
 
-type StepExtras = { rewardStd?: number; successRate?: number; naiveTokens?: number };
-
 function num(value: unknown): number | null {
   return typeof value === 'number' && Number.isFinite(value) ? value : null;
 }
@@ -49,18 +47,17 @@ function stepSeries(steps: readonly TrainStepSummary[]): StepSeries {
     mergeRatio: [],
   };
   for (const s of steps) {
-    const extras = { ...(s as unknown as StepExtras), ...(s.metrics as unknown as StepExtras) };
     series.step.push(s.step);
     series.rewardMean.push(num(s.rewardMean));
-    series.rewardStd.push(num(extras.rewardStd));
-    series.success.push(num(extras.successRate));
+    series.rewardStd.push(num(s.rewardStd));
+    series.success.push(num(s.successRate));
     series.loss.push(num(s.metrics.loss));
     series.kl.push(num(s.metrics.kl));
     series.clipFraction.push(num(s.metrics.clipFraction));
     series.entropy.push(num(s.metrics.entropy));
     series.gradNorm.push(num(s.metrics.gradNorm));
     series.tokensPerSecond.push(s.metrics.timeMs > 0 ? s.metrics.tokens / (s.metrics.timeMs / 1000) : null);
-    const naive = num(extras.naiveTokens);
+    const naive = num(s.naiveTokens);
     series.mergeRatio.push(naive !== null && s.metrics.tokens > 0 ? naive / s.metrics.tokens : null);
   }
   seriesCache.set(steps, series);
