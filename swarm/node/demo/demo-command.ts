@@ -69,11 +69,12 @@ function progressPrinter(): (p: DemoProgress) => void {
       }
       bar!.update(p.done, { success: p.successRate.toFixed(2) });
       if (p.done === p.total) bar!.done({ success: p.successRate.toFixed(2) });
+    } else if (p.phase === 'train-start') {
+      // Drawn now, so that elapsed time and ETA count the first step's rollouts too.
+      current = 'train';
+      bar = new ProgressBar({ total: p.total, label: 'train      ' });
+      bar.update(0, {});
     } else if (p.phase === 'train') {
-      if (current !== 'train') {
-        current = 'train';
-        bar = new ProgressBar({ total: p.total, label: 'train      ' });
-      }
       const r = p.record;
       const fields = { reward: r.rewardMean.toFixed(2), success: r.successRate.toFixed(2), 'tok/s': Math.round(r.endToEndTokensPerS), calls: r.callsPerEpisode.toFixed(2), merge: `${r.mergeTokenRatio.toFixed(2)}x` };
       if (p.step === p.total) bar!.done(fields);

@@ -137,6 +137,7 @@ export interface DemoResult {
 export type DemoProgress =
   | { phase: 'start'; model: string; backend: string; uiUrl: string; agentsRun: string }
   | { phase: 'eval'; label: 'before' | 'after'; done: number; total: number; successRate: number }
+  | { phase: 'train-start'; total: number }
   | { phase: 'train'; step: number; total: number; record: StepRecord }
   | { phase: 'done'; result: DemoResult };
 
@@ -339,6 +340,7 @@ async function train(
     retries: 0,
     maxConsecutiveFailures: 1000,
   });
+  onProgress({ phase: 'train-start', total: options.steps });
   try {
     let after = firstStep;
     while (records.length < options.steps) {
