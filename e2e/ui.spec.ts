@@ -30,6 +30,10 @@ test('the Swarm view shows the node id, version and URLs the control API reports
     await expect(page.getByTestId('models-panel')).toContainText('No models hosted on this peer');
     await expect(page.getByTestId('models-panel')).toContainText('agentjet serve --model builtin:tiny');
   }
+  // Not in a swarm: the peers panel says how to create or join one.
+  expect(status.p2p.enabled).toBe(false);
+  await expect(page.getByTestId('peers-panel')).toContainText('This peer is not in a swarm');
+  await expect(page.getByTestId('peers-panel')).toContainText('agentjet swarm create');
 });
 
 test('uptime ticks live over the WebSocket', async ({ page, openUi }) => {

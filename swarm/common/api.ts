@@ -21,6 +21,27 @@ export interface ModelStatus {
   error?: string;
 }
 
+/** A peer of the swarm as `GET /api/peers` lists it (this peer first), from its presence announcements. */
+export interface SwarmPeer {
+  peerId: string;
+  self: boolean;
+  connected: boolean;
+  /** ISO time of its last announcement (null for this peer). */
+  lastSeen: string | null;
+  roles: string[];
+  models: Array<{ name: string; policyVersion: number }>;
+  pool: { load: number; capacity: number };
+  clientScripts: string[];
+}
+
+/** `GET /api/peers` (only when the peer is in a swarm; 404 otherwise). */
+export interface PeersResponse {
+  swarm: string;
+  peerId: string;
+  addresses: string[];
+  peers: SwarmPeer[];
+}
+
 /** The line `agentjet node|serve --json` prints on stdout once the peer is ready (what peer-process starters wait for). */
 export interface PeerReadyLine {
   event: 'ready';

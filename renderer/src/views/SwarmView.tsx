@@ -1,11 +1,13 @@
-import { useMemo } from 'react';
-import type { ModelStatus, StatusPayload } from '../../../swarm/common/api.ts';
+import { useEffect, useMemo } from 'react';
+import type { ModelStatus, StatusPayload, SwarmPeer } from '../../../swarm/common/api.ts';
 import { CopyButton } from '../components/CopyButton.tsx';
 import { CommandLine, EmptyState } from '../components/EmptyState.tsx';
 import { Fact, Facts, Panel } from '../components/Panel.tsx';
 import { EngineStateBadge } from '../components/StateBadge.tsx';
 import { formatClock, formatCount, formatDuration } from '../format.ts';
-import { useAppStore } from '../store/index.ts';
+import { appStore, useAppStore } from '../store/index.ts';
+import { loadPeers } from '../store/swarm/loaders.ts';
+import { dataRequest } from './episodes/data-request.ts';
 import { activitySelectors } from '../store/activity/selectors.ts';
 import { swarmSelectors } from '../store/swarm/selectors.ts';
 import { COMMANDS } from './commands.ts';
@@ -37,6 +39,8 @@ export function SwarmView({ status }: { status: StatusPayload }) {
       </div>
 
       <ModelsPanel models={status.models} />
+
+      <PeersPanel enabled={status.p2p.enabled} />
 
       <div className="grid grid--two">
         <Panel title="Store" testId="store-panel">
@@ -179,6 +183,93 @@ function ModelsPanel({ models }: { models: readonly ModelStatus[] }) {
         </div>
       )}
     </Panel>
+  );
+}
+
+/** Presence announcements arrive every few seconds; polling at that pace keeps the table as fresh as it can be. */
+const PEERS_POLL_MS = 3_000;
+
+/** The swarm's peers (this one first): roles, models with their policy versions, load, scripts, connection. */
+function PeersPanel({ enabled }: { enabled: boolean }) {
+  const peers = useAppStore((s) => s.swarm.peers);
+  const error = useAppStore((s) => s.swarm.peersError);
+  useEffect(() => {
+    if (!enabled) return;
+    const request = dataRequest();
+    const poll = () => void loadPeers(appStore, request);
+    poll();
+    const timer = setInterval(poll, PEERS_POLL_MS);
+    return () => clearInterval(timer);
+  }, [enabled]);
+
+  return (
+    <Panel title="Swarm peers" aside={<span className="count">{enabled && peers ? peers.peers.length : 0}</span>} testId="peers-panel">
+      {!enabled ? (
+        <EmptyState icon="swarm" title="This peer is not in a swarm">
+          <p>Peers in one private swarm share models and episodes over libp2p. Create a swarm on one machine and join it from the others with its token, then restart the peer:</p>
+          <CommandLine command={COMMANDS.createSwarm} />
+          <CommandLine command={COMMANDS.joinSwarm} />
+        </EmptyState>
+      ) : (
+        <>
+          {error && (
+            <p className="alert" role="alert">
+              {error}
+            </p>
+          )}
+          {peers && (
+            <div className="table-wrap">
+              <table className="table" aria-label={`Peers of swarm ${peers.swarm}`}>
+                <thead>
+                  <tr>
+                    <th scope="col">Peer</th>
+                    <th scope="col">Connection</th>
+                    <th scope="col">Roles</th>
+                    <th scope="col">Models</th>
+                    <th scope="col" className="num">Load</th>
+                    <th scope="col">Scripts</th>
+                  </tr>
+                </thead>
+                <tbody>
+                  {peers.peers.map((peer) => (
+                    <PeerRow key={peer.peerId} peer={peer} />
+                  ))}
+                </tbody>
+              </table>
+            </div>
+          )}
+        </>
+      )}
+    </Panel>
+  );
+}
+
+function PeerRow({ peer }: { peer: SwarmPeer }) {
+  return (
+    <tr data-testid="peer-row" data-self={peer.self}>
+      <th scope="row">
+        <code className="mono small" title={peer.peerId}>
+          {peer.peerId.slice(-12)}
+        </code>
+        {peer.self && <span className="chip">this peer</span>}
+      </th>
+      <td>
+        {peer.self ? (
+          <span className="muted">—</span>
+        ) : (
+          <span className="pill" data-state={peer.connected ? 'connected' : 'alone'}>
+            {peer.connected ? 'Connected' : 'Seen'}
+            {peer.lastSeen && <span className="muted"> {formatClock(peer.lastSeen)}</span>}
+          </span>
+        )}
+      </td>
+      <td>{peer.roles.join(', ') || <span className="muted">—</span>}</td>
+      <td className="mono small">{peer.models.map((m) => `${m.name}@v${m.policyVersion}`).join(', ') || <span className="muted">—</span>}</td>
+      <td className="num mono">
+        {peer.pool.load}/{peer.pool.capacity}
+      </td>
+      <td>{peer.clientScripts.join(', ') || <span className="muted">—</span>}</td>
+    </tr>
   );
 }
 

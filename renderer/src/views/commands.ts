@@ -8,4 +8,6 @@ export const COMMANDS = {
   attachClient: 'agentjet attach examples/calculator/agent.ts --tasks examples/calculator/tasks.jsonl --model tiny',
   listClients: 'agentjet clients list',
   listEpisodes: 'agentjet episodes list --limit 20',
+  createSwarm: 'agentjet swarm create',
+  joinSwarm: 'agentjet swarm join <token>',
 } as const;

@@ -8,7 +8,7 @@
  *   GET /api/p2p/weights                    weights published here and fetched (verified) from peers
  */
 import { createSwarmNode, type PresenceContent, type SwarmNode } from '../../../p2p/index.ts';
-import type { StatusPayload } from '../../common/api.ts';
+import type { PeersResponse, StatusPayload, SwarmPeer } from '../../common/api.ts';
 import type { ControlRouter } from '../control/routes.ts';
 import { notFound } from '../http/errors.ts';
 import { sendJson } from '../http/respond.ts';
@@ -50,16 +50,7 @@ export interface P2pService {
   stop(): Promise<void>;
 }
 
-export interface PeerView {
-  peerId: string;
-  self: boolean;
-  connected: boolean;
-  lastSeen: string | null;
-  roles: string[];
-  models: PresenceContent['models'];
-  pool: PresenceContent['pool'];
-  clientScripts: string[];
-}
+export type PeerView = SwarmPeer;
 
 export async function startP2pService(host: P2pHost, settings: ResolvedP2p): Promise<P2pService> {
   const log = host.log.child({ service: 'p2p' });
@@ -117,14 +108,10 @@ export async function startP2pService(host: P2pHost, settings: ResolvedP2p): Pro
     ];
   };
 
-  host.control.get('/api/peers', (_req, res) =>
-    sendJson(res, 200, {
-      swarm: node.swarmName,
-      peerId: node.peerId,
-      addresses: node.multiaddrs(),
-      peers: peers(),
-    }),
-  );
+  host.control.get('/api/peers', (_req, res) => {
+    const body: PeersResponse = { swarm: node.swarmName, peerId: node.peerId, addresses: node.multiaddrs(), peers: peers() };
+    sendJson(res, 200, body);
+  });
   host.control.get('/api/peers/:peerId/episodes/:id', async (_req, res, { params }) => {
     for await (const record of node.trajectories.fetch(params.peerId, [params.id], {
       signal: AbortSignal.timeout(30_000),

@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import type { ModelStatus, StatusPayload } from '../../../../swarm/common/api.ts';
 import { createAppStore } from '../index.ts';
 import { swarmSelectors } from './selectors.ts';
+import { initialSwarmState } from './slice.ts';
 
 function model(name: string, engineState: ModelStatus['engineState'], active = 0, limit = 8): ModelStatus {
   return { name, source: 'builtin:tiny', engineState, policyVersion: 1, step: 2, backend: 'wasm', pool: { active, limit } };
@@ -31,17 +32,29 @@ describe('swarm slice', () => {
     store.getState().statusReceived(status([]), 42);
     expect(store.getState().swarm).toMatchObject({ status: { nodeId: 'n1' }, receivedAt: 42 });
   });
+
+  it('keeps the last peer list when a poll fails, and clears the error with the next list', () => {
+    const store = createAppStore();
+    const peers = { swarm: 'lab', peerId: 'p1', addresses: [], peers: [{ peerId: 'p1', self: true, connected: true, lastSeen: null, roles: ['server'], models: [{ name: 'tiny', policyVersion: 3 }], pool: { load: 0, capacity: 64 }, clientScripts: [] }] };
+    store.getState().peersLoaded(peers);
+    store.getState().peersFailed('The peer did not answer');
+    expect(store.getState().swarm).toMatchObject({ peers, peersError: 'The peer did not answer' });
+    store.getState().statusReceived(status([]), 1);
+    expect(store.getState().swarm.peers).toBe(peers);
+    store.getState().peersLoaded(peers);
+    expect(store.getState().swarm.peersError).toBeNull();
+  });
 });
 
 describe('swarm selectors', () => {
   it('gives a stable empty model list before any status', () => {
-    const empty = { status: null, receivedAt: null };
+    const empty = { ...initialSwarmState };
     expect(swarmSelectors.models(empty)).toHaveLength(0);
     expect(swarmSelectors.models(empty)).toBe(swarmSelectors.models(empty));
   });
 
   it('counts training and failed models', () => {
-    const swarm = { status: status([model('a', 'rolling'), model('b', 'updating'), model('c', 'idle'), model('d', 'failed')]), receivedAt: 0 };
+    const swarm = { ...initialSwarmState, status: status([model('a', 'rolling'), model('b', 'updating'), model('c', 'idle'), model('d', 'failed')]), receivedAt: 0 };
     expect(swarmSelectors.trainingModelCount(swarm)).toBe(2);
     expect(swarmSelectors.failedModelCount(swarm)).toBe(1);
   });
