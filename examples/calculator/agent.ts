@@ -42,6 +42,15 @@ export function calc(expr: string): string {
   return String(m[2] === '+' ? a + b : m[2] === '-' ? a - b : a * b);
 }
 
+/** The `expr` argument of a `calc` call ('' when the arguments are not a JSON object with one). */
+export function callExpression(argumentsJson: string): string {
+  try {
+    return String((JSON.parse(argumentsJson) as { expr?: unknown }).expr ?? '');
+  } catch {
+    return '';
+  }
+}
+
 export function firstMessages(task: Pick<CalcTask, 'question'>): OpenAI.ChatCompletionMessageParam[] {
   return [
     { role: 'system', content: SYSTEM_PROMPT },
@@ -65,13 +74,7 @@ async function main(): Promise<void> {
     }
     for (const call of message.tool_calls) {
       if (call.type !== 'function') continue;
-      let expr = '';
-      try {
-        expr = String((JSON.parse(call.function.arguments) as { expr?: unknown }).expr ?? '');
-      } catch {
-        expr = '';
-      }
-      messages.push({ role: 'tool', tool_call_id: call.id, content: calc(expr) });
+      messages.push({ role: 'tool', tool_call_id: call.id, content: calc(callExpression(call.function.arguments)) });
     }
   }
   console.log(JSON.stringify({ answer, turns: messages.length }));

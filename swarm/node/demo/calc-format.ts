@@ -1,10 +1,9 @@
 /**
  * The calculator task format as the builtin model's warm start and the demo need it: the agent's own prompt and
- * tool (imported from the example, so that they are defined once), arithmetic tasks, and the reward (1 iff the
- * final answer is the right number).
+ * tool and first messages (imported from the example, so that they are defined once) and arithmetic tasks.
  */
 import type { ChatMessage, ToolSpec } from '../../../worker/tokenizer/types.ts';
-import { calc, SYSTEM_PROMPT, TOOLS } from '../../../examples/calculator/agent.ts';
+import { calc, firstMessages as agentFirstMessages, TOOLS } from '../../../examples/calculator/agent.ts';
 import { seededRandom as rng } from '../../../worker/common/random.ts';
 
 export interface CalcTask {
@@ -13,8 +12,6 @@ export interface CalcTask {
   expression: string;
   answer: number;
 }
-
-export const CALC_SYSTEM_PROMPT = SYSTEM_PROMPT;
 
 export const CALC_TOOL: ToolSpec = TOOLS[0] as ToolSpec;
 
@@ -56,15 +53,8 @@ export function makeTasks(count: number, seed: number, prefix: string, heldOut: 
   return tasks;
 }
 
+/** The agent's opening messages (system prompt and question), as the builtin template renders them. */
 export function firstMessages(task: CalcTask): ChatMessage[] {
-  return [
-    { role: 'system', content: CALC_SYSTEM_PROMPT },
-    { role: 'user', content: task.question },
-  ];
-}
-
-/** The final answer is right when the last number in it is the task's answer. */
-export function rewardFor(task: CalcTask, finalText: string): number {
-  const numbers = finalText.match(/-?\d+/g);
-  return numbers && Number(numbers[numbers.length - 1]) === task.answer ? 1 : 0;
+  // The agent writes only string contents, which is what ChatMessage holds.
+  return agentFirstMessages(task) as ChatMessage[];
 }

@@ -1,6 +1,6 @@
 /**
  * What a warm start has learned, measured without the gateway: the calculator conversation played directly against
- * an engine (the agent's loop in examples/calculator/agent.ts, one tool round at most), with the shares of turns that
+ * an engine (the agent's loop in examples/calculator/agent.ts, one tool round at most, graded by its reward.ts), with the shares of turns that
  * call the tool, copy the expression correctly, and end with the right answer. `npm run pretrain:tiny` prints it
  * and records it in the checkpoint's training.json.
  */
@@ -9,7 +9,12 @@ import { IM_END_ID } from '../../../worker/tokenizer/byte-tokenizer.ts';
 import { builtinTokenizerBundle } from '../../../worker/tokenizer/load.ts';
 import { parseAssistantOutput } from '../../../worker/tokenizer/tool-calls.ts';
 import type { ChatMessage } from '../../../worker/tokenizer/types.ts';
-import { CALC_TOOL, type CalcTask, evaluateExpression, firstMessages, rewardFor } from './calc-format.ts';
+import { calc, callExpression } from '../../../examples/calculator/agent.ts';
+import grade from '../../../examples/calculator/reward.ts';
+import { CALC_TOOL, type CalcTask, firstMessages } from './calc-format.ts';
+
+/** The example's own grader, on the final answer's text: the probe scores exactly as the demo does. */
+const rewardFor = (task: CalcTask, answer: string) => grade({ task, output: { answer } }).reward;
 
 export interface ProbeResult {
   tasks: number;
@@ -40,15 +45,9 @@ export async function probeCalculator(engine: TrainerEngine, tasks: CalcTask[], 
       const first = await turn(messages, i);
       const call = first.toolCalls[0];
       if (!call) return { tool: false, copied: false, reward: rewardFor(task, first.content) };
-      let expr = '';
-      try {
-        expr = String((JSON.parse(call.function.arguments) as { expr?: unknown }).expr ?? '');
-      } catch {
-        expr = '';
-      }
-      const value = evaluateExpression(expr);
+      const expr = callExpression(call.function.arguments);
       messages.push({ role: 'assistant', content: first.content, tool_calls: [call] });
-      messages.push({ role: 'tool', tool_call_id: call.id, content: value === null ? 'error' : String(value) });
+      messages.push({ role: 'tool', tool_call_id: call.id, content: calc(expr) });
       const second = await turn(messages, i + tasks.length);
       return { tool: true, copied: expr === task.expression, reward: second.toolCalls.length ? 0 : rewardFor(task, second.content) };
     }),
