@@ -190,6 +190,7 @@ export class TrainingLoop {
       model.setPolicy(metrics.policyVersion, step);
       const { policyVersion: _version, ...stepMetrics } = metrics;
       const rewards = trainBatch.advantages.map((a) => a.reward);
+      const rewardMean = mean(rewards);
       const summary: TrainStepSummary = {
         model: model.name,
         step,
@@ -198,8 +199,8 @@ export class TrainingLoop {
         groups: batch.length,
         episodes: trainBatch.advantages.length,
         samples: trainBatch.samples.length,
-        rewardMean: mean(rewards),
-        rewardStd: Math.sqrt(mean(rewards.map((r) => (r - mean(rewards)) ** 2))),
+        rewardMean,
+        rewardStd: Math.sqrt(mean(rewards.map((r) => (r - rewardMean) ** 2))),
         successRate: mean(rewards.map((r) => (r >= 1 ? 1 : 0))),
         naiveTokens: groups.reduce((sum, g) => sum + g.episodes.reduce((a, e) => a + e.naiveTokens, 0), 0),
         metrics: stepMetrics,
