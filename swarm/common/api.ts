@@ -21,6 +21,18 @@ export interface ModelStatus {
   error?: string;
 }
 
+/** Merge totals over many episodes (`GET /api/ui/savings`). */
+export interface RunSavings {
+  model: string | null;
+  episodes: number;
+  calls: number;
+  naiveTokens: number;
+  mergedTokens: number;
+  savedTokens: number;
+  /** naive ÷ merged (1 when there are no tokens). */
+  tokenRatio: number;
+}
+
 /** A peer of the swarm as `GET /api/peers` lists it (this peer first), from its presence announcements. */
 export interface SwarmPeer {
   peerId: string;

@@ -13,6 +13,7 @@
 import type { Database } from 'better-sqlite3';
 import { z } from 'zod';
 import { builtinTokenizerBundle } from '../../../worker/tokenizer/load.ts';
+import type { RunSavings } from '../../common/api.ts';
 import type { CallRecord } from '../../common/timeline/call.ts';
 import {
   buildEpisodeExport,
@@ -42,17 +43,6 @@ const searchQuerySchema = z.object({
 });
 
 const savingsQuerySchema = z.object({ model: z.string().optional() });
-
-export interface RunSavings {
-  model: string | null;
-  episodes: number;
-  calls: number;
-  naiveTokens: number;
-  mergedTokens: number;
-  savedTokens: number;
-  /** naive ÷ merged (1 when there are no tokens). */
-  tokenRatio: number;
-}
 
 export function addUiRoutes(control: ControlRouter, db: Database, models?: Pick<ModelHost, 'find'>): void {
   control.get('/api/ui/episodes', (_req, res, { url }) => {

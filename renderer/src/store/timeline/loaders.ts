@@ -4,7 +4,8 @@ import type { EpisodeExport } from '../../../../swarm/common/timeline/export.ts'
 import { ControlApiError } from '../../api/errors.ts';
 import { describeError, queryString, type DataRequest } from '../episodes/request.ts';
 import type { AppStore } from '../types.ts';
-import type { MergeMode, RunSavings } from './slice.ts';
+import type { RunSavings } from '../../../../swarm/common/api.ts';
+import type { MergeMode } from './slice.ts';
 
 /**
  * The merge view's document: the UI route's light export (calls without token arrays), or the full export on a

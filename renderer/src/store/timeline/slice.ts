@@ -4,22 +4,12 @@
  * Zoom, pan and hover change many times a second: the canvas subscribes to them outside React.
  */
 import type { StateCreator } from 'zustand';
+import type { RunSavings } from '../../../../swarm/common/api.ts';
 import type { EpisodeExport } from '../../../../swarm/common/timeline/export.ts';
 import type { AppStore } from '../types.ts';
 import { buildMergeLayout, type MergeLayout, type Viewport } from './layout.ts';
 
 export type MergeMode = EpisodeExport['mode'];
-
-/** Merge totals over many episodes (GET /api/ui/savings). */
-export interface RunSavings {
-  model: string | null;
-  episodes: number;
-  calls: number;
-  naiveTokens: number;
-  mergedTokens: number;
-  savedTokens: number;
-  tokenRatio: number;
-}
 
 export interface HoveredToken {
   rowIndex: number;
