@@ -27,7 +27,7 @@ import type {
   ToolSpec,
 } from '../../../worker/tokenizer/types.ts';
 import type { SpliceOutcome, SpliceReport, TurnSplice } from '../../common/timeline/call.ts';
-import { locateTurn, sortKeys, type TurnLocation } from './turn-match.ts';
+import { locateTurnCandidates, sortKeys, type TurnLocation } from './turn-match.ts';
 
 /** An earlier call of the episode: what it generated and the assistant message that became of it. */
 export interface GeneratedTurn {
@@ -103,6 +103,10 @@ export function renderPrompt(input: RenderPromptInput): RenderedPrompt {
 
 interface SplicedSpan extends TurnLocation {
   ids: readonly number[];
+  /** The generated end token stands where the template wrote another one. */
+  endTokenReplaced?: boolean;
+  /** Located by the end token alone: used only where the call's own prompt ends. */
+  onlyAfterOwnPrompt?: boolean;
 }
 
 interface TurnResult {
@@ -167,7 +171,13 @@ function spliceTurn(ctx: TurnContext): TurnResult {
   );
   const byGeneration = pickLocatedCall(ctx, byMessage);
   if (byGeneration)
-    return spliced(ctx, byGeneration.call, byGeneration.span, 'spliced', 'the turn is the generation of this call');
+    return spliced(
+      ctx,
+      byGeneration.call,
+      byGeneration.span,
+      'spliced',
+      'the turn is the generation of this call',
+    );
   if (byMessage.length > 0) return rewrittenTurn(ctx, inOrder(ctx, byMessage));
 
   // Text-level fallback: no call returned this exact message (the client changed its form), but a call's
@@ -177,7 +187,13 @@ function spliceTurn(ctx: TurnContext): TurnResult {
     unused.filter((c) => mentionsMessage(ctx.generatedText(c.generatedIds), ctx.message)),
   );
   if (byText)
-    return spliced(ctx, byText.call, byText.span, 'spliced-by-text', 'this call generated the text rendered here');
+    return spliced(
+      ctx,
+      byText.call,
+      byText.span,
+      'spliced-by-text',
+      'this call generated the text rendered here',
+    );
   return notSpliced(null, 'no-generated-call', 'no earlier call of this episode generated this turn');
 }
 
@@ -197,16 +213,23 @@ function pickLocatedCall(ctx: TurnContext, candidates: readonly GeneratedTurn[])
     if (span) located.push({ call, span });
   }
   if (located.length === 0) return null;
-  const extending = located.filter(({ call, span }) => call.promptIds !== undefined && sameIds(call.promptIds, ctx.prompt.idsBefore(span.start)));
+  const extending = located.filter(
+    ({ call, span }) =>
+      call.promptIds !== undefined && sameIds(call.promptIds, ctx.prompt.idsBefore(span.start)),
+  );
   if (extending.length > 0) return extending[extending.length - 1];
-  const call = inOrder(ctx, located.map((l) => l.call));
+  const call = inOrder(
+    ctx,
+    located.map((l) => l.call),
+  );
   return located.find((l) => l.call === call)!;
 }
 
 /** The earliest candidate made after the call of the previous turn; without one, the most recent candidate. */
 function inOrder(ctx: TurnContext, candidates: readonly GeneratedTurn[]): GeneratedTurn {
   return (
-    candidates.find((call) => ctx.history.indexOf(call) > ctx.lastMatched) ?? candidates[candidates.length - 1]
+    candidates.find((call) => ctx.history.indexOf(call) > ctx.lastMatched) ??
+    candidates[candidates.length - 1]
   );
 }
 
@@ -219,9 +242,12 @@ function spliced(
 ): TurnResult {
   // Drift is judged on turns rendered exactly as generated; a normalized turn's text differs anyway.
   const driftPrevented =
-    !span.normalized && !sameIds(ctx.tokenizer.encode(ctx.text.slice(span.start, span.end)), span.ids);
+    !span.normalized &&
+    !span.endTokenReplaced &&
+    !sameIds(ctx.tokenizer.encode(ctx.text.slice(span.start, span.end)), span.ids);
   const notes = [
     span.normalized ? 'tool-call formatting differed, the model’s own tokens were used' : '',
+    span.endTokenReplaced ? 'the generated end token stands in for the template’s' : '',
     driftPrevented ? 're-tokenizing would have drifted' : '',
   ].filter(Boolean);
   return {
@@ -247,7 +273,10 @@ function rewrittenTurn(ctx: TurnContext, call: GeneratedTurn): TurnResult {
   const detail = reasoningDropped
     ? 'the client sent this turn back without its reasoning, so it renders differently from what was generated'
     : 'the template renders this turn differently from what was generated (e.g. it drops the reasoning of turns before the last user query)';
-  return { ...notSpliced(call.callId, 'template-rewrote-turn', `${detail}; its text was tokenized anew`), call };
+  return {
+    ...notSpliced(call.callId, 'template-rewrote-turn', `${detail}; its text was tokenized anew`),
+    call,
+  };
 }
 
 function notSpliced(callId: string | null, outcome: SpliceOutcome, detail: string): TurnResult {
@@ -259,20 +288,64 @@ function notSpliced(callId: string | null, outcome: SpliceOutcome, detail: strin
 }
 
 /**
- * Finds the call's generation in the rendered text at or after the cursor. When the template ends the turn with
- * another end token than the one generated (or the generation was cut before it), the generation without its final
- * end-of-turn token is tried, and the template's own end token is tokenized with the text that follows.
+ * Finds the call's generation in the rendered text at or after the cursor. Of several possible places, the one
+ * right after the call's own prompt wins (see locateTurnCandidates).
+ *
+ * When the template ends the turn with another end token than the one generated (the model stopped on
+ * <|endoftext|>, the template writes <|im_end|>), the generation without its end token is located and the
+ * template's end token is replaced by the generated one: the prompt then continues exactly the sequence the model
+ * produced, so the call extends the earlier one's timeline instead of starting a new one.
  */
 function locateGeneration(ctx: TurnContext, call: GeneratedTurn): SplicedSpan | null {
-  const candidates = [call.generatedIds];
-  const last = call.generatedIds.at(-1);
-  if (last !== undefined && ctx.tokenizer.eosTokenIds.includes(last))
-    candidates.push(call.generatedIds.slice(0, -1));
-  for (const ids of candidates) {
-    const location = locateTurn(ctx.text, ctx.cursor, ctx.generatedText(ids), ctx.format);
-    if (location) return { ...location, ids };
+  const spans = candidateSpans(ctx, call);
+  const afterOwnPrompt = spans.find(
+    (span) => call.promptIds !== undefined && sameIds(call.promptIds, ctx.prompt.idsBefore(span.start)),
+  );
+  return afterOwnPrompt ?? spans.find((span) => !span.onlyAfterOwnPrompt) ?? null;
+}
+
+/**
+ * Where the generation may sit, most precise first: its text followed by an end-of-turn token (every rendered turn
+ * ends with one, so this skips look-alikes inside other messages), then its text alone.
+ */
+function candidateSpans(ctx: TurnContext, call: GeneratedTurn): SplicedSpan[] {
+  const ids = call.generatedIds;
+  const last = ids.at(-1);
+  const endsWithEndToken = last !== undefined && ctx.tokenizer.eosTokenIds.includes(last);
+  const body = endsWithEndToken ? ids.slice(0, -1) : ids;
+  const bodyText = ctx.generatedText(body);
+  const generatedEnd = endsWithEndToken ? ctx.tokenizer.decode([last]) : null;
+  const endTexts = ctx.tokenizer.eosTokenIds.map((id) => ctx.tokenizer.decode([id])).filter((t) => t !== '');
+  const spans: SplicedSpan[] = [];
+  const locate = (text: string) => locateTurnCandidates(ctx.text, ctx.cursor, text, ctx.format);
+
+  for (const endText of endTexts) {
+    for (const text of new Set([bodyText + endText, bodyText.trimEnd() + endText])) {
+      if (bodyText.trim() === '') continue;
+      for (const location of locate(text)) {
+        spans.push(
+          endsWithEndToken
+            ? { ...location, ids, endTokenReplaced: endText !== generatedEnd }
+            : // A generation cut before its end token: the template's end token follows it.
+              { ...location, end: location.end - endText.length, ids },
+        );
+      }
+    }
   }
-  return null;
+  for (const location of locate(ctx.generatedText(ids))) spans.push({ ...location, ids });
+  if (endsWithEndToken) for (const location of locate(bodyText)) spans.push({ ...location, ids: body });
+
+  if (endsWithEndToken && bodyText.trim() === '') {
+    // The model ended its turn at once: only the template's end token marks the spot, and every turn has one,
+    // so a spot is trusted only right after the call's own prompt.
+    for (let at = ctx.cursor; at < ctx.text.length; at++) {
+      const endText = endTexts.find((text) => ctx.text.startsWith(text, at));
+      if (endText === undefined) continue;
+      const span = { start: at, end: at + endText.length, normalized: false, ids };
+      spans.push({ ...span, endTokenReplaced: endText !== generatedEnd, onlyAfterOwnPrompt: true });
+    }
+  }
+  return spans;
 }
 
 /** Same content and same tool calls (arguments compared as JSON when they parse); ids and reasoning are not compared. */

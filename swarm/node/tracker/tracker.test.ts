@@ -312,7 +312,7 @@ describe('context tracker with the real Qwen3 tokenizer and template', () => {
     ]);
   });
 
-  it('splices the generated end-of-turn token with the turn, and leaves the template its own when the model ended otherwise', () => {
+  it('splices the generated end-of-turn token with the turn, also when the model ended otherwise than the template', () => {
     const { tokenizer } = loadQwen3();
     const [imEnd, endOfText] = ['<|im_end|>', '<|endoftext|>'].map((t) => tokenizer.encode(t)[0]);
     const tracker = newTracker();
@@ -333,16 +333,17 @@ describe('context tracker with the real Qwen3 tokenizer and template', () => {
     );
     expect(second.splice.turns[0]).toMatchObject({ outcome: 'spliced', tokens: first.generatedIds.length });
 
-    // A generation that stopped on <|endoftext|>: the template closes the turn with <|im_end|>, so the ids are
-    // spliced without the model's end token, and the merger records where the sequences part.
+    // A generation that stopped on <|endoftext|> while the template closes the turn with <|im_end|>: the model's
+    // own end token stands in the next prompt, so that prompt continues the sequence the model produced.
     const other = newTracker('ep2');
     const rendered = other.render([{ role: 'user', content: 'Hi' }]);
     const content = tokenizer.encode('<think>\nGreet.\n</think>\n\nHi there.');
+    const generatedIds = [...content, endOfText];
     const cut = other.record({
       messages: [{ role: 'user', content: 'Hi' }],
       rendered,
-      generatedIds: [...content, endOfText],
-      logprobs: [...content, endOfText].map(() => -1),
+      generatedIds,
+      logprobs: generatedIds.map(() => -1),
       assistantMessage: { role: 'assistant', content: 'Hi there.', reasoning_content: 'Greet.' },
       finishReason: 'stop',
       policyVersion: 0,
@@ -354,8 +355,60 @@ describe('context tracker with the real Qwen3 tokenizer and template', () => {
       cut.assistantMessage!,
       { role: 'tool', content: 'x', tool_call_id: 'none' },
     ]);
-    expect(followUp.splice.turns[0]).toMatchObject({ outcome: 'spliced', tokens: content.length });
+    expect(followUp.splice.turns[0]).toMatchObject({ outcome: 'spliced', tokens: generatedIds.length });
+    expect(followUp.splice.turns[0].detail).toContain('end token');
     expect(followUp.text).toContain('Hi there.<|im_end|>');
+    expect(followUp.promptIds.slice(0, rendered.promptIds.length + generatedIds.length)).toEqual([
+      ...rendered.promptIds,
+      ...generatedIds,
+    ]);
+  });
+
+  it('splices a generation that began with whitespace the parser trimmed where the model wrote it, after the header', () => {
+    const { tokenizer } = loadQwen3();
+    const imEnd = tokenizer.encode('<|im_end|>')[0];
+    const tracker = newTracker();
+    const user: ChatMessage = { role: 'user', content: 'Hi' };
+    const rendered = tracker.render([user]);
+    const generatedIds = [...tokenizer.encode('\nHello.'), imEnd];
+    const first = tracker.record({
+      messages: [user],
+      rendered,
+      generatedIds,
+      logprobs: generatedIds.map(() => -1),
+      assistantMessage: { role: 'assistant', content: 'Hello.' },
+      finishReason: 'stop',
+      policyVersion: 0,
+      timings: { startedAt: '2026-01-01T00:00:00Z', firstTokenAt: null, endedAt: '2026-01-01T00:00:01Z' },
+    });
+    const next = tracker.render([user, first.assistantMessage!, { role: 'user', content: 'More?' }]);
+    expect(next.splice.turns[0]).toMatchObject({ outcome: 'spliced', tokens: generatedIds.length });
+    // The template's own "assistant\n" header stays; the model's leading newline follows it.
+    expect(next.promptIds.slice(0, rendered.promptIds.length + generatedIds.length)).toEqual([
+      ...rendered.promptIds,
+      ...generatedIds,
+    ]);
+  });
+
+  it('splices a generation that was only an end token (empty answer) where the call left off', () => {
+    const { tokenizer } = loadQwen3();
+    const endOfText = tokenizer.encode('<|endoftext|>')[0];
+    const tracker = newTracker();
+    const user: ChatMessage = { role: 'user', content: 'Say nothing.' };
+    const rendered = tracker.render([user]);
+    const empty = tracker.record({
+      messages: [user],
+      rendered,
+      generatedIds: [endOfText],
+      logprobs: [-1],
+      assistantMessage: { role: 'assistant', content: '' },
+      finishReason: 'stop',
+      policyVersion: 0,
+      timings: { startedAt: '2026-01-01T00:00:00Z', firstTokenAt: null, endedAt: '2026-01-01T00:00:01Z' },
+    });
+    const next = tracker.render([user, empty.assistantMessage!, { role: 'user', content: 'Thanks.' }]);
+    expect(next.splice.turns[0]).toMatchObject({ outcome: 'spliced', tokens: 1 });
+    expect(next.promptIds.slice(0, rendered.promptIds.length + 1)).toEqual([...rendered.promptIds, endOfText]);
   });
 
   it("records a prefix mismatch when Qwen3's non-thinking mode does not re-render its pre-filled empty think block", () => {

@@ -27,11 +27,30 @@ export function locateTurn(
   generated: string,
   format: ToolCallFormat,
 ): TurnLocation | null {
-  if (generated === '') return null;
+  return locateTurnCandidates(rendered, from, generated, format)[0] ?? null;
+}
+
+/**
+ * Every place the turn may sit, most exact first. More than one when the generation starts with whitespace: the
+ * exact match can then begin inside the template's assistant header (its "\n"), while the parser trimmed that
+ * whitespace from the content, so the trimmed text's span is where the ids belong. The caller decides with the
+ * call's own prompt.
+ */
+export function locateTurnCandidates(
+  rendered: string,
+  from: number,
+  generated: string,
+  format: ToolCallFormat,
+): TurnLocation[] {
+  if (generated === '') return [];
+  const found: TurnLocation[] = [];
   const start = rendered.indexOf(generated, from);
-  if (start >= 0) return { start, end: start + generated.length, normalized: false };
+  if (start >= 0) found.push({ start, end: start + generated.length, normalized: false });
   const toolCalls = format === 'hermes' ? locateUpToToolCallFormatting(rendered, from, generated) : null;
-  return toolCalls ?? locateUpToEdgeWhitespace(rendered, from, generated);
+  if (toolCalls) found.push(toolCalls);
+  const trimmed = locateUpToEdgeWhitespace(rendered, from, generated);
+  if (trimmed && !found.some((l) => l.start === trimmed.start && l.end === trimmed.end)) found.push(trimmed);
+  return found;
 }
 
 /**
