@@ -111,7 +111,8 @@ async function complete(episode: ActiveEpisode, body: ChatCompletionRequest, req
   const rendered = episode.tracker.render(messages, { tools });
   const hermes = model.template.toolCallFormat === 'hermes';
   const forcedPrefix = hermes ? forcedToolCallPrefix(body) : '';
-  const promptIds = forcedPrefix ? [...rendered.promptIds, ...tokenizer.encode(forcedPrefix)] : rendered.promptIds;
+  const forcedPrefixIds = forcedPrefix ? tokenizer.encode(forcedPrefix) : [];
+  const promptIds = [...rendered.promptIds, ...forcedPrefixIds];
   const contextSize = engine.info.config.max_position_embeddings;
   if (promptIds.length >= contextSize) {
     throw new HttpError(400, 'InvalidRequestError', `the prompt is ${promptIds.length} tokens; model "${model.name}" takes at most ${contextSize - 1} before it answers`, {
@@ -200,6 +201,7 @@ async function complete(episode: ActiveEpisode, body: ChatCompletionRequest, req
       messages,
       tools,
       rendered: { ...rendered, promptIds },
+      forcedPrefixIds,
       generatedIds: choice.tokens.map((t) => t.id),
       logprobs: choice.tokens.map((t) => t.logprob),
       assistantMessage: assistantMessages[i],

@@ -10,7 +10,6 @@ import { loadQwen3, qwen3AnswerText, scriptedCall, type ScriptedAnswer } from '.
 import { EpisodeTracker } from './tracker.ts';
 import { seededRandom } from '../../../worker/common/random.ts';
 
-
 const WORDS = [
   'hello',
   'world',

@@ -36,6 +36,8 @@ export interface GeneratedTurn {
   promptIds?: readonly number[];
   generatedIds: readonly number[];
   assistantMessage: ChatMessage | null;
+  /** Ids that ended the call's prompt to force the answer's start (tool_choice); see RecordCallInput. */
+  forcedPrefixIds?: readonly number[];
 }
 
 export interface RenderPromptInput {
@@ -56,7 +58,8 @@ export interface RenderedPrompt {
 }
 
 export function renderPrompt(input: RenderPromptInput): RenderedPrompt {
-  const { tokenizer, template, messages, tools, enableThinking, history } = input;
+  const { tokenizer, template, messages, tools, enableThinking } = input;
+  const history = input.history.map(withForcedPrefix);
   const text = template.render(messages, { tools, addGenerationPrompt: true, enableThinking });
   const turns: TurnSplice[] = [];
   const used = new Set<string>();
@@ -98,6 +101,21 @@ export function renderPrompt(input: RenderPromptInput): RenderedPrompt {
       driftPreventedTurns: turns.filter((t) => t.driftPrevented).length,
       turns,
     },
+  };
+}
+
+/**
+ * A forced start (tool_choice) was prompt for its call, but the template renders it as part of the turn: the turn
+ * is prefix + generation, and the call's prompt ended before the prefix.
+ */
+function withForcedPrefix(call: GeneratedTurn): GeneratedTurn {
+  const prefix = call.forcedPrefixIds ?? [];
+  if (prefix.length === 0) return call;
+  return {
+    ...call,
+    promptIds: call.promptIds?.slice(0, call.promptIds.length - prefix.length),
+    generatedIds: [...prefix, ...call.generatedIds],
+    forcedPrefixIds: [],
   };
 }
 

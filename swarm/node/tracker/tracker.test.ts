@@ -108,7 +108,9 @@ describe('context tracker with the real Qwen3 tokenizer and template', () => {
     }
     const generated = tracker.calls.map((c) => c.generatedIds.join(','));
     expect(new Set(generated).size).toBe(cuts.length);
-    expect(tokenizer.decode(tracker.calls[3].generatedIds)).toBe(tokenizer.decode(tracker.calls[0].generatedIds));
+    expect(tokenizer.decode(tracker.calls[3].generatedIds)).toBe(
+      tokenizer.decode(tracker.calls[0].generatedIds),
+    );
 
     // Assistant turn k of every request is spliced with call k's own ids.
     for (const call of tracker.calls) {
@@ -122,7 +124,11 @@ describe('context tracker with the real Qwen3 tokenizer and template', () => {
     expect(merge.savings.mergeRate).toBe(1);
 
     // Without the calls' prompt ids, the order of the calls alone still matches each turn to its own call.
-    const history = tracker.calls.map(({ callId, generatedIds, assistantMessage }) => ({ callId, generatedIds, assistantMessage }));
+    const history = tracker.calls.map(({ callId, generatedIds, assistantMessage }) => ({
+      callId,
+      generatedIds,
+      assistantMessage,
+    }));
     const byOrder = renderPrompt({ tokenizer, template, messages, history });
     expect(byOrder.splice.turns.map((t) => t.callId)).toEqual(tracker.calls.map((c) => c.callId));
     expect(byOrder.promptIds).toEqual(tracker.render(messages).promptIds);
@@ -408,7 +414,60 @@ describe('context tracker with the real Qwen3 tokenizer and template', () => {
     });
     const next = tracker.render([user, empty.assistantMessage!, { role: 'user', content: 'Thanks.' }]);
     expect(next.splice.turns[0]).toMatchObject({ outcome: 'spliced', tokens: 1 });
-    expect(next.promptIds.slice(0, rendered.promptIds.length + 1)).toEqual([...rendered.promptIds, endOfText]);
+    expect(next.promptIds.slice(0, rendered.promptIds.length + 1)).toEqual([
+      ...rendered.promptIds,
+      endOfText,
+    ]);
+  });
+
+  it('splices a forced tool call (tool_choice) with its forced start, so the next call extends its timeline', () => {
+    const { tokenizer } = loadQwen3();
+    const imEnd = tokenizer.encode('<|im_end|>')[0];
+    const tracker = newTracker();
+    const user: ChatMessage = { role: 'user', content: 'Weather in Oslo?' };
+    const rendered = tracker.render([user], { tools });
+    // The gateway starts the answer inside a tool-call block; the model writes the rest with its own spacing,
+    // which the template re-serialises (so the turn is found up to tool-call formatting).
+    const forcedPrefixIds = tokenizer.encode('<tool_call>\n{"name": "');
+    const generatedIds = [
+      ...tokenizer.encode('get_weather", "arguments": {"city":"Oslo"}}\n</tool_call>'),
+      imEnd,
+    ];
+    const forced = tracker.record({
+      messages: [user],
+      tools,
+      rendered: { ...rendered, promptIds: [...rendered.promptIds, ...forcedPrefixIds] },
+      forcedPrefixIds,
+      generatedIds,
+      logprobs: generatedIds.map(() => -1),
+      assistantMessage: {
+        role: 'assistant',
+        content: '',
+        tool_calls: [
+          { id: 'call_1', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Oslo"}' } },
+        ],
+      },
+      finishReason: 'tool_calls',
+      policyVersion: 0,
+      timings: { startedAt: '2026-01-01T00:00:00Z', firstTokenAt: null, endedAt: '2026-01-01T00:00:01Z' },
+    });
+    const messages = [
+      user,
+      forced.assistantMessage!,
+      toolResult(forced.assistantMessage!, '{"celsius": -2}'),
+    ];
+    const next = scriptedCall(tracker, messages, { reasoning: 'Answer.', content: 'Cold.' }, { tools });
+
+    expect(next.splice.turns[0]).toMatchObject({
+      outcome: 'spliced',
+      callId: forced.callId,
+      normalized: true,
+    });
+    expect(next.promptIds.slice(0, forced.promptIds.length + generatedIds.length)).toEqual([
+      ...forced.promptIds,
+      ...generatedIds,
+    ]);
+    expect(tracker.merge().decisions.map((d) => d.reason)).toEqual(['first-call', 'extends-timeline']);
   });
 
   it("records a prefix mismatch when Qwen3's non-thinking mode does not re-render its pre-filled empty think block", () => {

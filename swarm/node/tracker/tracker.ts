@@ -51,6 +51,11 @@ export interface RecordCallInput {
   timings: CallTimings;
   /** Defaults to `<episodeId>:<index>`. */
   callId?: string;
+  /**
+   * Ids the server appended to the rendered prompt to force how the answer starts (tool_choice: the opening of a
+   * tool-call block); they end `rendered.promptIds`. The re-rendered turn holds them together with the generation.
+   */
+  forcedPrefixIds?: number[];
 }
 
 export interface EpisodeTrackerInit {
@@ -66,6 +71,7 @@ export class EpisodeTracker {
   private readonly template: ChatTemplate;
   private readonly sink: CallSink | undefined;
   private readonly recorded: CallRecord[] = [];
+  private readonly forcedPrefixes = new Map<string, readonly number[]>();
 
   constructor(init: EpisodeTrackerInit) {
     this.episodeId = init.episodeId;
@@ -86,6 +92,7 @@ export class EpisodeTracker {
       promptIds: call.promptIds,
       generatedIds: call.generatedIds,
       assistantMessage: call.assistantMessage,
+      forcedPrefixIds: this.forcedPrefixes.get(call.callId),
     }));
     return renderPrompt({
       tokenizer: this.tokenizer,
@@ -124,6 +131,7 @@ export class EpisodeTracker {
       throw new CallRecordError(`call id ${call.callId} is already recorded`);
     this.sink?.(this.episodeId, call);
     this.recorded.push(call);
+    if (input.forcedPrefixIds?.length) this.forcedPrefixes.set(call.callId, input.forcedPrefixIds);
     return call;
   }
 
