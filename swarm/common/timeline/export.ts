@@ -36,6 +36,10 @@ export const episodeMetaSchema = z.object({
   scriptHash: z.string().nullable(),
   /** Policy version when the episode began. */
   policyVersion: z.number().int(),
+  /** The team run it belongs to (several roles on one task), when it was one. */
+  teamId: z.string().nullable().optional(),
+  /** Calls whose client hung up before the answer was complete; they are in no timeline. */
+  cancelledCalls: z.number().int().optional(),
 });
 export type EpisodeMeta = z.infer<typeof episodeMetaSchema>;
 

@@ -67,7 +67,10 @@ ${dataDirUsage}
       const e = shown.episode;
       const lines = [
         `episode ${e.id}: ${e.state}${e.abortReason ? ` (${e.abortReason})` : ''}, model ${e.model}, task ${e.taskId}, ${e.kind}, reward ${e.reward ?? '-'}`,
-        `  created ${e.createdAt}, ended ${e.endedAt ?? '-'}, policy v${e.policyVersion}`,
+        `  created ${e.createdAt}, ended ${e.endedAt ?? '-'}, policy v${e.policyVersion}` +
+          (e.client ? `, client ${e.client}` : '') +
+          (e.teamId ? `, team ${e.teamId}` : '') +
+          (e.cancelledCalls ? `, ${e.cancelledCalls} call(s) cancelled by a client hang-up` : ''),
         ...shown.calls.map(
           (c) => `  call ${c.index} ${c.callId}: ${c.promptIds.length} prompt + ${c.generatedIds.length} generated tokens, ${c.finishReason ?? '-'}, policy v${c.policyVersion}`,
         ),

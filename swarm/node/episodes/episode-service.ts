@@ -15,7 +15,7 @@ import { DEFAULT_IDLE_TIMEOUT_S, createEpisodeRequestSchema, type EpisodeSamplin
 import type { Database } from 'better-sqlite3';
 import type { EpisodeMeta } from '../../common/timeline/export.ts';
 import type { MergeMode } from '../../common/timeline/merge.ts';
-import { abortEpisode, endEpisode, insertCall, insertEpisode } from '../store/episodes.ts';
+import { abortEpisode, countCancelledCall, endEpisode, insertCall, insertEpisode } from '../store/episodes.ts';
 import { ContextTracker, type EpisodeTracker } from '../tracker/tracker.ts';
 import type { Logger } from '../log.ts';
 import type { HostedModel, ModelHost } from '../models/model-host.ts';
@@ -103,6 +103,7 @@ export class EpisodeService {
         policyVersion: model.policyVersion,
         client: req.client ?? null,
         scriptHash: req.scriptHash ?? null,
+        teamId: req.teamId ?? null,
       });
     } catch (err) {
       model.releaseEpisode({ episodeId, model: model.name, groupId: req.taskId, kind: req.kind, outcome: 'aborted', reward: null, policyVersion: model.policyVersion });
@@ -149,6 +150,12 @@ export class EpisodeService {
     episode.inflight += 1;
     clearTimeout(episode.idleTimer);
     episode.idleTimer = undefined;
+  }
+
+  /** The client hung up before a call's answer was complete: counted on the episode, in no timeline. */
+  callCancelled(episode: ActiveEpisode): void {
+    countCancelledCall(this.options.db, episode.meta.id);
+    this.options.log.info('call cancelled: the client hung up before the answer was complete', { episodeId: episode.meta.id });
   }
 
   callEnded(episode: ActiveEpisode): void {

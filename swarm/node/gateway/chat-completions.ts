@@ -59,8 +59,9 @@ export function createChatCompletionsHandler(options: ChatCompletionsOptions) {
 
     options.episodes.callStarted(episode);
     try {
-      await complete(episode, body, req, res, busy);
-      options.overhead.add(busy.ms);
+      const outcome = await complete(episode, body, req, res, busy);
+      if (outcome === 'cancelled') options.episodes.callCancelled(episode);
+      else options.overhead.add(busy.ms);
     } finally {
       options.episodes.callEnded(episode);
     }
@@ -102,7 +103,8 @@ function parseJsonBody(raw: Buffer): unknown {
   }
 }
 
-async function complete(episode: ActiveEpisode, body: ChatCompletionRequest, req: IncomingMessage, res: ServerResponse, busy: BusyClock): Promise<void> {
+/** Answers one call; 'cancelled' when the client hung up before the answer was complete. */
+async function complete(episode: ActiveEpisode, body: ChatCompletionRequest, req: IncomingMessage, res: ServerResponse, busy: BusyClock): Promise<'answered' | 'cancelled'> {
   busy.start();
   const model = episode.model;
   const { tokenizer, engine } = model;
@@ -140,7 +142,8 @@ async function complete(episode: ActiveEpisode, body: ChatCompletionRequest, req
   const created = Math.floor(Date.now() / 1000);
   const sse = body.stream ? new SseWriter(res, { id, created, model: body.model }) : undefined;
 
-  // The client hanging up cancels generation: nobody will read the answer, and it is not recorded.
+  // The client hanging up cancels generation: nobody will read the answer, so it joins no timeline (the episode
+  // counts it).
   const cancel = new AbortController();
   const onClose = () => {
     if (!res.writableFinished) cancel.abort();
@@ -183,15 +186,16 @@ async function complete(episode: ActiveEpisode, body: ChatCompletionRequest, req
     busy.stop();
     results = await generating;
   } catch (err) {
+    if (cancel.signal.aborted) return 'cancelled';
     if (sse) {
       sse.error(err);
-      return;
+      return 'answered';
     }
     throw err;
   } finally {
     res.off('close', onClose);
   }
-  if (cancel.signal.aborted) return;
+  if (cancel.signal.aborted) return 'cancelled';
   busy.start();
 
   const endedAt = new Date().toISOString();
@@ -219,7 +223,7 @@ async function complete(episode: ActiveEpisode, body: ChatCompletionRequest, req
     if (body.stream_options?.include_usage) sse.usageChunk(usage);
     sse.done();
     busy.stop();
-    return;
+    return 'answered';
   }
   sendJson(res, 200, {
     id,
@@ -236,6 +240,7 @@ async function complete(episode: ActiveEpisode, body: ChatCompletionRequest, req
     usage,
   });
   busy.stop();
+  return 'answered';
 }
 
 /**

@@ -92,7 +92,7 @@ function playEpisode(episodeId: string): EpisodeTracker {
 describe('episode store on a real SQLite file', () => {
   it('reads back identical calls, timelines and decisions after reopening the file', () => {
     expect(schemaVersion(db)).toBeGreaterThanOrEqual(2);
-    insertEpisode(db, newEpisode('ep1', { client: 'peer-7', scriptHash: 'abc123' }));
+    insertEpisode(db, newEpisode('ep1', { client: 'peer-7', scriptHash: 'abc123', teamId: 'team-1' }));
     const tracker = playEpisode('ep1');
     const merge = tracker.merge();
     expect(merge.timelines).toHaveLength(1);
@@ -123,6 +123,8 @@ describe('episode store on a real SQLite file', () => {
       client: 'peer-7',
       scriptHash: 'abc123',
       policyVersion: 3,
+      teamId: 'team-1',
+      cancelledCalls: 0,
     });
     expect(getCalls(db, 'ep1')).toEqual(tracker.calls);
     expect(getTimelines(db, 'ep1')).toEqual(merge);

@@ -21,6 +21,7 @@ import {
   type MergeSavings,
   type Timeline,
 } from '../../common/timeline/merge.ts';
+import { statement } from './statements.ts';
 import { decodeFloat32, decodeInt32, decodeMask, encodeFloat32, encodeInt32, encodeMask } from './blobs.ts';
 
 export class EpisodeNotFoundError extends Error {
@@ -59,6 +60,7 @@ export interface NewEpisode {
   policyVersion: number;
   client?: string | null;
   scriptHash?: string | null;
+  teamId?: string | null;
   /** ISO time; defaults to now. */
   createdAt?: string;
 }
@@ -80,14 +82,15 @@ export function insertEpisode(db: Database, episode: NewEpisode): EpisodeMeta {
     client: episode.client ?? null,
     scriptHash: episode.scriptHash ?? null,
     policyVersion: episode.policyVersion,
+    teamId: episode.teamId ?? null,
+    cancelledCalls: 0,
   };
-  const result = db
-    .prepare(
-      `INSERT INTO episodes (id, model, task_id, group_id, kind, state, created_at, client, script_hash, policy_version)
-       VALUES (@id, @model, @taskId, @groupId, @kind, @state, @createdAt, @client, @scriptHash, @policyVersion)
-       ON CONFLICT (id) DO NOTHING`,
-    )
-    .run(meta);
+  const result = statement(
+    db,
+    `INSERT INTO episodes (id, model, task_id, group_id, kind, state, created_at, client, script_hash, policy_version, team_id)
+     VALUES (@id, @model, @taskId, @groupId, @kind, @state, @createdAt, @client, @scriptHash, @policyVersion, @teamId)
+     ON CONFLICT (id) DO NOTHING`,
+  ).run(meta);
   if (result.changes === 0) throw new EpisodeExistsError(episode.id);
   return meta;
 }
@@ -122,7 +125,8 @@ export function updateEpisodeState(db: Database, episodeId: string, change: Epis
 
 /** Stores one completed call. Storing the same call again (same episode and index) changes nothing. */
 export function insertCall(db: Database, episodeId: string, call: CallRecord): void {
-  db.prepare(
+  statement(
+    db,
     `INSERT INTO calls (episode_id, idx, call_id, agent_key, messages, tools, assistant_message, finish_reason, prompt_ids,
        generated_ids, logprobs, policy_version, started_at, first_token_at, ended_at, splice)
      VALUES (@episodeId, @idx, @callId, @agentKey, @messages, @tools, @assistantMessage, @finishReason, @promptIds,
@@ -146,6 +150,14 @@ export function insertCall(db: Database, episodeId: string, call: CallRecord): v
     endedAt: call.timings.endedAt,
     splice: JSON.stringify(call.splice),
   });
+}
+
+/** One more call of an active episode whose client hung up before the answer was complete. */
+export function countCancelledCall(db: Database, episodeId: string): void {
+  statement(
+    db,
+    `UPDATE episodes SET cancelled_calls = cancelled_calls + 1 WHERE id = ? AND state = 'active'`,
+  ).run(episodeId);
 }
 
 /** Replaces the episode's timelines (and its merge mode and savings) with `merge`. */
@@ -251,6 +263,8 @@ interface EpisodeRow {
   client: string | null;
   script_hash: string | null;
   policy_version: number;
+  team_id: string | null;
+  cancelled_calls: number;
   merge_mode: MergeMode | null;
   merge_savings: string | null;
 }
@@ -272,11 +286,13 @@ function episodeFromRow(row: EpisodeRow): EpisodeMeta {
     client: row.client,
     scriptHash: row.script_hash,
     policyVersion: row.policy_version,
+    teamId: row.team_id,
+    cancelledCalls: row.cancelled_calls,
   };
 }
 
 export function getEpisode(db: Database, episodeId: string): EpisodeMeta | undefined {
-  const row = db.prepare('SELECT * FROM episodes WHERE id = ?').get(episodeId) as EpisodeRow | undefined;
+  const row = statement(db, 'SELECT * FROM episodes WHERE id = ?').get(episodeId) as EpisodeRow | undefined;
   return row && episodeFromRow(row);
 }
 

@@ -154,4 +154,18 @@ export const migrations: Migration[] = [
       `);
     },
   },
+  {
+    version: 4,
+    name: 'episode teams, cancelled calls, paging by time',
+    up: (db) => {
+      // team_id: the episodes of one team run (several roles, one task) share it. cancelled_calls: calls whose
+      // client hung up before the answer was complete (not part of any timeline, but worth seeing).
+      db.exec(`
+        ALTER TABLE episodes ADD COLUMN team_id TEXT;
+        ALTER TABLE episodes ADD COLUMN cancelled_calls INTEGER NOT NULL DEFAULT 0;
+        CREATE INDEX episodes_by_time ON episodes (created_at);
+        CREATE INDEX episodes_by_team ON episodes (team_id) WHERE team_id IS NOT NULL;
+      `);
+    },
+  },
 ];
