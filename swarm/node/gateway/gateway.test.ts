@@ -6,6 +6,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createOpenAICompatible } from '@ai-sdk/openai-compatible';
+import { ChatOpenAI } from '@langchain/openai';
 import { Agent, OpenAIChatCompletionsModel, run, setTracingDisabled } from '@openai/agents';
 import { generateText, streamText } from 'ai';
 import OpenAI from 'openai';
@@ -419,5 +420,28 @@ describe('other clients, unchanged', () => {
     const result = await run(agent, 'hello');
     expect(typeof result.finalOutput).toBe('string');
     expect(getCalls(runtime.db, episode.episodeId)).toHaveLength(1);
+  });
+
+  it('LangChain (ChatOpenAI) invokes, streams, and sends bound tools', async () => {
+    const episode = await startEpisode();
+    const options = { model: 'tiny', apiKey: episode.apiKey, configuration: { baseURL: episode.baseUrl }, maxRetries: 0 };
+    const chat = new ChatOpenAI({ ...options, maxTokens: 4 });
+    const answer = await chat.invoke('hello');
+    expect(typeof answer.content).toBe('string');
+    expect(answer.usage_metadata?.output_tokens).toBeGreaterThan(0);
+    let streamed = '';
+    for await (const chunk of await chat.stream('hello')) streamed += String(chunk.content);
+    expect(streamed).toBe(getCalls(runtime.db, episode.episodeId)[1].assistantMessage?.content);
+    // Tools bound through LangChain reach the prompt; a named tool_choice is accepted.
+    const calc = {
+      type: 'function' as const,
+      function: { name: 'calc', description: 'Evaluate arithmetic', parameters: { type: 'object', properties: { expr: { type: 'string' } } } },
+    };
+    await new ChatOpenAI({ ...options, maxTokens: 8 })
+      .bindTools([calc], { tool_choice: { type: 'function', function: { name: 'calc' } } })
+      .invoke('What is 12*34?');
+    const toolCall = getCalls(runtime.db, episode.episodeId)[2];
+    expect(toolCall.tools?.map((t) => t.function.name)).toEqual(['calc']);
+    expect(toolCall.messages.at(-1)).toMatchObject({ role: 'user', content: 'What is 12*34?' });
   });
 });
