@@ -48,6 +48,41 @@ export interface RenderPromptInput {
   enableThinking?: boolean;
   /** The episode's earlier calls, oldest first. Empty: plain rendering, no splicing. */
   history: readonly GeneratedTurn[];
+  /**
+   * Ids of text pieces tokenized before, kept by the caller across the calls of one episode: an agent's later
+   * prompts repeat the earlier ones, so only the new piece is tokenized (the episode's own prefix cache).
+   */
+  pieceCache?: PieceCache;
+}
+
+/**
+ * Text piece → its ids, and generated ids → their text. Bounded so that an episode that never repeats itself
+ * cannot grow it without end.
+ */
+export class PieceCache {
+  private readonly ids = new Map<string, readonly number[]>();
+  private readonly texts = new WeakMap<readonly number[], string>();
+
+  decode(tokenizer: Tokenizer, ids: readonly number[]): string {
+    let text = this.texts.get(ids);
+    if (text === undefined) {
+      text = tokenizer.decode([...ids]);
+      this.texts.set(ids, text);
+    }
+    return text;
+  }
+
+  constructor(private readonly maxPieces = 4096) {}
+
+  encode(tokenizer: Tokenizer, piece: string): readonly number[] {
+    let ids = this.ids.get(piece);
+    if (ids === undefined) {
+      ids = tokenizer.encode(piece);
+      if (this.ids.size >= this.maxPieces) this.ids.clear();
+      this.ids.set(piece, ids);
+    }
+    return ids;
+  }
 }
 
 export interface RenderedPrompt {
@@ -63,8 +98,10 @@ export function renderPrompt(input: RenderPromptInput): RenderedPrompt {
   const text = template.render(messages, { tools, addGenerationPrompt: true, enableThinking });
   const turns: TurnSplice[] = [];
   const used = new Set<string>();
-  const generatedText = memoizedDecode(tokenizer);
-  const prompt = new PromptBuilder(tokenizer, text);
+  const pieces = input.pieceCache ?? new PieceCache();
+  const generatedText = (ids: readonly number[]) => pieces.decode(tokenizer, ids);
+  const prompt = new PromptBuilder(tokenizer, text, pieces);
+  const endTokenTexts = new Map(tokenizer.eosTokenIds.map((id) => [id, tokenizer.decode([id])]));
   let lastMatched = -1;
 
   messages.forEach((message, messageIndex) => {
@@ -80,6 +117,7 @@ export function renderPrompt(input: RenderPromptInput): RenderedPrompt {
       used,
       lastMatched,
       prompt,
+      endTokenTexts,
     };
     const turn = spliceTurn(ctx);
     turns.push({ messageIndex, ...turn.record });
@@ -144,33 +182,38 @@ class PromptBuilder {
   constructor(
     private readonly tokenizer: Tokenizer,
     private readonly text: string,
+    private readonly pieces: PieceCache,
   ) {}
+
+  encode(piece: string): readonly number[] {
+    return this.pieces.encode(this.tokenizer, piece);
+  }
 
   /** The prompt's ids up to text offset `start` (≥ textEnd), were the next span spliced there. */
   idsBefore(start: number): readonly number[] {
     let ids = this.prefixCache.get(start);
     if (ids === undefined) {
-      ids = [...this.ids, ...this.tokenizer.encode(this.text.slice(this.textEnd, start))];
+      ids = [...this.ids, ...this.encode(this.text.slice(this.textEnd, start))];
       this.prefixCache.set(start, ids);
     }
     return ids;
   }
 
   splice(span: SplicedSpan): void {
-    this.ids.push(...this.tokenizer.encode(this.text.slice(this.textEnd, span.start)), ...span.ids);
+    this.ids.push(...this.encode(this.text.slice(this.textEnd, span.start)), ...span.ids);
     this.textEnd = span.end;
     this.prefixCache.clear();
   }
 
   finish(): number[] {
-    return [...this.ids, ...this.tokenizer.encode(this.text.slice(this.textEnd))];
+    return [...this.ids, ...this.encode(this.text.slice(this.textEnd))];
   }
 }
 
 interface TurnContext {
   tokenizer: Tokenizer;
   format: ChatTemplate['toolCallFormat'];
-  /** The decoded text of generated ids (special tokens spelled out), decoded once per render. */
+  /** The decoded text of generated ids (special tokens spelled out), decoded once per episode. */
   generatedText: (ids: readonly number[]) => string;
   text: string;
   cursor: number;
@@ -180,6 +223,8 @@ interface TurnContext {
   /** History index of the call matched to the request's previous assistant turn, -1 before the first. */
   lastMatched: number;
   prompt: PromptBuilder;
+  /** The text of each end-of-turn token id (special tokens spelled out). */
+  endTokenTexts: ReadonlyMap<number, string>;
 }
 
 function spliceTurn(ctx: TurnContext): TurnResult {
@@ -262,7 +307,7 @@ function spliced(
   const driftPrevented =
     !span.normalized &&
     !span.endTokenReplaced &&
-    !sameIds(ctx.tokenizer.encode(ctx.text.slice(span.start, span.end)), span.ids);
+    !sameIds(ctx.prompt.encode(ctx.text.slice(span.start, span.end)), span.ids);
   const notes = [
     span.normalized ? 'tool-call formatting differed, the model’s own tokens were used' : '',
     span.endTokenReplaced ? 'the generated end token stands in for the template’s' : '',
@@ -332,8 +377,8 @@ function candidateSpans(ctx: TurnContext, call: GeneratedTurn): SplicedSpan[] {
   const endsWithEndToken = last !== undefined && ctx.tokenizer.eosTokenIds.includes(last);
   const body = endsWithEndToken ? ids.slice(0, -1) : ids;
   const bodyText = ctx.generatedText(body);
-  const generatedEnd = endsWithEndToken ? ctx.tokenizer.decode([last]) : null;
-  const endTexts = ctx.tokenizer.eosTokenIds.map((id) => ctx.tokenizer.decode([id])).filter((t) => t !== '');
+  const generatedEnd = endsWithEndToken ? ctx.endTokenTexts.get(last) : null;
+  const endTexts = [...ctx.endTokenTexts.values()].filter((t) => t !== '');
   const spans: SplicedSpan[] = [];
   const locate = (text: string) => locateTurnCandidates(ctx.text, ctx.cursor, text, ctx.format);
 
@@ -396,18 +441,6 @@ function mentionsMessage(generated: string, message: ChatMessage): boolean {
   const names = (message.tool_calls ?? []).map((c) => c.function.name);
   if (content === '' && names.length === 0) return false;
   return generated.includes(content) && names.every((name) => generated.includes(name));
-}
-
-function memoizedDecode(tokenizer: Tokenizer): (ids: readonly number[]) => string {
-  const cache = new Map<readonly number[], string>();
-  return (ids) => {
-    let text = cache.get(ids);
-    if (text === undefined) {
-      text = tokenizer.decode([...ids]);
-      cache.set(ids, text);
-    }
-    return text;
-  };
 }
 
 function sameIds(a: readonly number[], b: readonly number[]): boolean {

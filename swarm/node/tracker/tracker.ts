@@ -9,7 +9,7 @@ import { createHash } from 'node:crypto';
 import type { ChatMessage, ChatTemplate, Tokenizer, ToolSpec } from '../../../worker/tokenizer/types.ts';
 import { toMergeCalls, type CallRecord, type CallTimings } from '../../common/timeline/call.ts';
 import { mergeTimelines, type MergeMode, type MergeResult } from '../../common/timeline/merge.ts';
-import { renderPrompt, type RenderedPrompt } from './render.ts';
+import { PieceCache, renderPrompt, type RenderedPrompt } from './render.ts';
 
 export class UnknownEpisodeError extends Error {
   override name = 'UnknownEpisodeError';
@@ -72,6 +72,7 @@ export class EpisodeTracker {
   private readonly sink: CallSink | undefined;
   private readonly recorded: CallRecord[] = [];
   private readonly forcedPrefixes = new Map<string, readonly number[]>();
+  private readonly pieceCache = new PieceCache();
 
   constructor(init: EpisodeTrackerInit) {
     this.episodeId = init.episodeId;
@@ -101,6 +102,7 @@ export class EpisodeTracker {
       tools: options.tools,
       enableThinking: options.enableThinking,
       history,
+      pieceCache: this.pieceCache,
     });
   }
 
