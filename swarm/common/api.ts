@@ -119,3 +119,14 @@ export interface TrainStepSummary {
 export interface ApiErrorBody {
   error: { name: string; message: string; field?: string };
 }
+
+/** A saved checkpoint of a model's training loop (GET /api/models/:name/checkpoints). */
+export interface CheckpointInfo {
+  step: number;
+  policyVersion: number;
+  /** ISO time it was written. */
+  time: string;
+  /** Its folder on the peer (a Hugging Face model folder, or a PEFT adapter). */
+  dir: string;
+  files: string[];
+}

@@ -49,20 +49,26 @@ export async function saveCheckpoint(
   return { dir: final, meta: full };
 }
 
-/** The checkpoint with the highest step in `dir`, or null when there is none. Unfinished folders are skipped. */
-export function latestCheckpoint(dir: string): CheckpointRef | null {
-  if (!existsSync(dir)) return null;
-  const steps = readdirSync(dir)
+/** The folders of the complete checkpoints in `dir`, highest step first. Unfinished folders are skipped. */
+function checkpointFolders(dir: string): string[] {
+  if (!existsSync(dir)) return [];
+  return readdirSync(dir)
     .map((name) => /^step-(\d+)$/.exec(name))
     .filter((m): m is RegExpExecArray => m !== null)
-    .map((m) => ({ name: m[0], step: Number(m[1]) }))
-    .sort((a, b) => b.step - a.step);
-  for (const { name } of steps) {
-    const folder = join(dir, name);
-    if (!existsSync(join(folder, CHECKPOINT_META))) continue;
-    return { dir: folder, meta: readCheckpointMeta(folder) };
-  }
-  return null;
+    .sort((a, b) => Number(b[1]) - Number(a[1]))
+    .map((m) => join(dir, m[0]))
+    .filter((folder) => existsSync(join(folder, CHECKPOINT_META)));
+}
+
+/** The complete checkpoints in `dir`, highest step first. */
+export function listCheckpoints(dir: string): CheckpointRef[] {
+  return checkpointFolders(dir).map((folder) => ({ dir: folder, meta: readCheckpointMeta(folder) }));
+}
+
+/** The checkpoint with the highest step in `dir`, or null when there is none. */
+export function latestCheckpoint(dir: string): CheckpointRef | null {
+  const folder = checkpointFolders(dir)[0];
+  return folder === undefined ? null : { dir: folder, meta: readCheckpointMeta(folder) };
 }
 
 export function readCheckpointMeta(folder: string): CheckpointMeta {

@@ -2,12 +2,13 @@
  * The training loop on a real peer: PeerRuntime (SQLite store, HTTP), the model host with builtin:tiny in a worker
  * thread, episodes and the gateway driven over HTTP the way an agent and its runner drive them.
  */
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
-import type { ServerEvent, TrainStepSummary } from '../../common/api.ts';
+import type { CheckpointInfo, ServerEvent, TrainStepSummary } from '../../common/api.ts';
 import type { CreateEpisodeResponse } from '../../common/swarm-api.ts';
 import type { NamedTensors } from '../../../worker/common/engine.ts';
 import type { EngineState } from '../models/model-host.ts';
@@ -176,6 +177,34 @@ describe('training loop on a real peer', () => {
       expect(steps.map((s) => s.step)).toEqual([1, 2]);
     } finally {
       await runtime.stop();
+    }
+  });
+
+  it('lists the checkpoints and exports one as a tar archive that tar extracts to the same files', async () => {
+    const { runtime } = await startPeer();
+    const out = mkdtempSync(join(tmpdir(), 'agentjet-checkpoint-export-'));
+    try {
+      const { checkpoints } = (await get(runtime, '/api/models/tiny/checkpoints')).body as { checkpoints: CheckpointInfo[] };
+      expect(checkpoints.map((c) => [c.step, c.policyVersion])).toEqual([[2, 2], [1, 1]]);
+
+      const res = await fetch(`http://127.0.0.1:${runtime.port}/api/models/tiny/checkpoints/2/archive`, { headers: { authorization: `Bearer ${runtime.token}` } });
+      expect(res.status).toBe(200);
+      expect(res.headers.get('content-disposition')).toBe('attachment; filename="tiny-step-2.tar"');
+      const archive = Buffer.from(await res.arrayBuffer());
+      expect(archive.length).toBe(Number(res.headers.get('content-length')));
+      writeFileSync(join(out, 'checkpoint.tar'), archive);
+      execFileSync('tar', ['-xf', join(out, 'checkpoint.tar'), '-C', out]);
+      const folder = checkpoints[0].dir;
+      for (const file of readdirSync(folder)) expect(readFileSync(join(out, 'tiny-step-2', file)).equals(readFileSync(join(folder, file)))).toBe(true);
+      expect(readdirSync(join(out, 'tiny-step-2')).sort()).toEqual(readdirSync(folder).sort());
+
+      const missing = await get(runtime, '/api/models/tiny/checkpoints/7/archive');
+      expect(missing).toMatchObject({ status: 404, body: { error: { name: 'NotFoundError' } } });
+      expect((await get(runtime, '/api/models/tiny/checkpoints/latest/archive')).status).toBe(400);
+      expect((await get(runtime, '/api/models/nope/checkpoints')).status).toBe(404);
+    } finally {
+      await runtime.stop();
+      rmSync(out, { recursive: true, force: true });
     }
   });
 

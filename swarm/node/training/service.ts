@@ -4,13 +4,19 @@
  *   GET  /api/models/:name/training                   → TrainingLoopState
  *   POST /api/models/:name/training {action}          → start | pause | stop; answers the new state
  *   GET  /api/models/:name/steps?after=S&limit=N      → { steps: TrainStepSummary[] } oldest first, after step S
+ *   GET  /api/models/:name/checkpoints                → { checkpoints: CheckpointInfo[] } newest first
+ *   GET  /api/models/:name/checkpoints/:step/archive  → the checkpoint folder as a tar archive (download)
  */
 import { z } from 'zod';
 import type { ModelHost } from '../models/model-host.ts';
 import type { PeerRuntime } from '../runtime.ts';
 import { HttpError, notFound } from '../http/errors.ts';
 import { readValidated, sendJson } from '../http/respond.ts';
-import { checkpointsDir } from './checkpoints.ts';
+import { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import type { CheckpointInfo } from '../../common/api.ts';
+import { archiveEntries, tarArchive, tarSize } from './checkpoint-archive.ts';
+import { checkpointsDir, listCheckpoints } from './checkpoints.ts';
 import { resolveTrainingConfig } from './config.ts';
 import { TrainingStateError } from './errors.ts';
 import { TrainingLoop } from './loop.ts';
@@ -97,6 +103,40 @@ export class TrainingService {
       }
       sendJson(res, 200, { steps: this.options.store.listSteps(loop.model.name, { afterStep, limit }) });
     });
+    control.get('/api/models/:name/checkpoints', (_req, res, { params }) => {
+      const checkpoints: CheckpointInfo[] = this.checkpoints(params.name).map(({ dir, meta }) => ({
+        step: meta.step,
+        policyVersion: meta.policyVersion,
+        time: meta.time,
+        dir,
+        files: meta.files,
+      }));
+      sendJson(res, 200, { checkpoints });
+    });
+    control.get('/api/models/:name/checkpoints/:step/archive', async (_req, res, { params }) => {
+      const step = Number(params.step);
+      if (!Number.isInteger(step) || step < 0) {
+        throw new HttpError(400, 'InvalidRequestError', 'step must be a checkpoint\'s step number', { field: 'step', code: 'invalid_request' });
+      }
+      const model = this.loop(params.name).model.name;
+      const checkpoint = this.checkpoints(model).find((c) => c.meta.step === step);
+      if (!checkpoint) throw notFound(`model "${model}" has no checkpoint of step ${step}; GET /api/models/${model}/checkpoints lists them`, 'checkpoint_not_found');
+      const top = `${model.replace(/[^A-Za-z0-9._-]/g, '_')}-step-${step}`;
+      const entries = archiveEntries(checkpoint.dir, top);
+      res.writeHead(200, {
+        'content-type': 'application/x-tar',
+        'content-length': String(tarSize(entries)),
+        'content-disposition': `attachment; filename="${top}.tar"`,
+      });
+      // Headers are out: a failure from here on can only cut the download short (the client sees it incomplete).
+      await pipeline(Readable.from(tarArchive(entries)), res).catch((err: unknown) => {
+        this.options.runtime.log.warn('checkpoint download cut short', { model, step, error: String(err) });
+      });
+    });
+  }
+
+  private checkpoints(name: string) {
+    return listCheckpoints(checkpointsDir(this.options.runtime.paths.dataDir, this.loop(name).model.name));
   }
 }
 

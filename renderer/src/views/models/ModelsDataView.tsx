@@ -3,7 +3,7 @@
  * training loop; live curves of reward, success, loss, KL, clip fraction, entropy, throughput and merge savings;
  * the checkpoints it wrote.
  */
-import { useEffect } from 'react';
+import { useEffect, useState } from 'react';
 import type { ModelStatus } from '../../../../swarm/common/api.ts';
 import { EmptyState } from '../../components/EmptyState.tsx';
 import { Panel } from '../../components/Panel.tsx';
@@ -13,7 +13,8 @@ import { appStore, useAppStore } from '../../store/index.ts';
 import { loadSteps, loadTraining, trainingAction } from '../../store/models/loaders.ts';
 import { modelsSelectors } from '../../store/models/selectors.ts';
 import { COMMANDS } from '../commands.ts';
-import { dataRequest } from '../episodes/data-request.ts';
+import { dataDownload, dataRequest } from '../episodes/data-request.ts';
+import { describeError } from '../../store/episodes/request.ts';
 import { formatEpisodeTime } from '../episodes/format.ts';
 import { LineChart } from './LineChart.tsx';
 import '../episodes/data-views.css';
@@ -263,8 +264,27 @@ function Charts({ name }: { name: string }) {
 function Checkpoints({ name }: { name: string }) {
   const training = useAppStore((s) => modelsSelectors.training(s.models, name));
   const list = modelsSelectors.checkpoints(training.steps);
+  const [exporting, setExporting] = useState<number | null>(null);
+  const [exportError, setExportError] = useState<string | null>(null);
+  const exportCheckpoint = async (step: number) => {
+    setExporting(step);
+    setExportError(null);
+    try {
+      const model = encodeURIComponent(name);
+      await dataDownload()(`/models/${model}/checkpoints/${step}/archive`, `${name}-step-${step}.tar`);
+    } catch (error) {
+      setExportError(describeError(error));
+    } finally {
+      setExporting(null);
+    }
+  };
   return (
     <Panel title="Checkpoints" aside={<span className="count">{list.length}</span>}>
+      {exportError && (
+        <p className="alert" role="alert">
+          Export failed: {exportError}
+        </p>
+      )}
       {list.length === 0 ? (
         <p className="muted">
           No checkpoint yet
@@ -278,6 +298,7 @@ function Checkpoints({ name }: { name: string }) {
               <th scope="col">Policy</th>
               <th scope="col">Time</th>
               <th scope="col">Folder</th>
+              <th scope="col">Export</th>
             </tr>
           </thead>
           <tbody>
@@ -287,6 +308,17 @@ function Checkpoints({ name }: { name: string }) {
                 <td className="mono">v{s.policyVersion}</td>
                 <td className="mono small">{formatEpisodeTime(s.time)}</td>
                 <td className="mono small">{s.checkpoint}</td>
+                <td>
+                  <button
+                    type="button"
+                    className="button"
+                    disabled={exporting !== null}
+                    aria-label={`Export the checkpoint of step ${s.step} as a tar archive`}
+                    onClick={() => void exportCheckpoint(s.step)}
+                  >
+                    {exporting === s.step ? 'Exporting…' : 'Export'}
+                  </button>
+                </td>
               </tr>
             ))}
           </tbody>
