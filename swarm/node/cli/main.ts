@@ -6,6 +6,7 @@ import { parseArgs } from 'node:util';
 import { APP_VERSION } from '../version.ts';
 import { UsageError, type Command } from './command.ts';
 import { clientKeyCommand } from './client-key-command.ts';
+import { checkpointsCommand } from './checkpoints-command.ts';
 import { episodesCommand } from './episodes-command.ts';
 import { nodeCommand, serveCommand } from './node-command.ts';
 import { statusCommand } from './status-command.ts';
@@ -15,7 +16,7 @@ import { demoCommand } from '../demo/demo-command.ts';
 import { swarmCommand } from './swarm-command.ts';
 import { peersCommand } from './peers-command.ts';
 
-export const commands: Command[] = [nodeCommand, serveCommand, statusCommand, episodesCommand, clientKeyCommand, attachCommand, clientsCommand, demoCommand, swarmCommand, peersCommand];
+export const commands: Command[] = [nodeCommand, serveCommand, statusCommand, episodesCommand, checkpointsCommand, clientKeyCommand, attachCommand, clientsCommand, demoCommand, swarmCommand, peersCommand];
 
 function overview(): string {
   const width = Math.max(...commands.map((c) => c.name.length));

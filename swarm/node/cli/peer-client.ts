@@ -2,8 +2,11 @@
  * How CLI commands reach the running peer on this machine: `<dataDir>/control.json` (written by the peer at start,
  * readable by this user only) gives the control API's URL and token.
  */
-import { readFileSync } from 'node:fs';
+import { createWriteStream, readFileSync, renameSync, rmSync, statSync } from 'node:fs';
 import { resolve } from 'node:path';
+import { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import type { ReadableStream as WebReadableStream } from 'node:stream/web';
 import { z } from 'zod';
 import { dataPaths, defaultDataDir } from '../paths.ts';
 import type { OptionValues } from './command.ts';
@@ -55,9 +58,33 @@ export class PeerClient {
 
   /** Any control-API call (path below /api), with an optional JSON body. */
   async request<T>(method: string, path: string, body?: unknown): Promise<T> {
-    let res: Response;
+    const res = await this.send(method, path, body);
+    const json = (await res.json().catch(() => null)) as unknown;
+    if (!res.ok) throw requestError(res.status, json);
+    return json as T;
+  }
+
+  /**
+   * GET a control-API path (below /api) into `file`, streamed; written under a temporary name and renamed when
+   * complete, so an interrupted download never leaves a file that looks whole. Returns the bytes written.
+   */
+  async download(path: string, file: string): Promise<number> {
+    const res = await this.send('GET', path);
+    if (!res.ok || !res.body) throw requestError(res.status, await res.json().catch(() => null));
+    const partial = `${file}.partial`;
     try {
-      res = await fetch(`${this.apiUrl}${path}`, {
+      await pipeline(Readable.fromWeb(res.body as WebReadableStream), createWriteStream(partial));
+      renameSync(partial, file);
+    } catch (err) {
+      rmSync(partial, { force: true });
+      throw err;
+    }
+    return statSync(file).size;
+  }
+
+  private async send(method: string, path: string, body?: unknown): Promise<Response> {
+    try {
+      return await fetch(`${this.apiUrl}${path}`, {
         method,
         headers: {
           authorization: `Bearer ${this.token}`,
@@ -68,14 +95,14 @@ export class PeerClient {
     } catch {
       throw new PeerNotRunningError(`the peer at ${this.apiUrl} does not answer; it may have stopped (start it with \`agentjet serve\`)`);
     }
-    const json = (await res.json().catch(() => null)) as { error?: { name: string; message: string } } | null;
-    if (!res.ok) {
-      const name = json?.error?.name ?? 'HttpError';
-      // The peer's error name (ModelNotHostedError, TaskSourceError, …) is what a user searches for: keep it in the line.
-      throw new PeerRequestError(res.status, name, `${name}: ${json?.error?.message ?? `HTTP ${res.status}`}`);
-    }
-    return json as T;
   }
+}
+
+function requestError(status: number, json: unknown): PeerRequestError {
+  const error = (json as { error?: { name: string; message: string } } | null)?.error;
+  const name = error?.name ?? 'HttpError';
+  // The peer's error name (ModelNotHostedError, TaskSourceError, …) is what a user searches for: keep it in the line.
+  return new PeerRequestError(status, name, `${name}: ${error?.message ?? `HTTP ${status}`}`);
 }
 
 function safeJson(text: string): unknown {

@@ -16,6 +16,7 @@ import { PeerRuntime } from '../runtime.ts';
 import { getEpisode } from '../store/episodes.ts';
 import { checkpointsDir, CHECKPOINT_META } from './checkpoints.ts';
 import type { TrainingService } from './service.ts';
+import { checkpointsCommand } from '../cli/checkpoints-command.ts';
 
 const dataDir = mkdtempSync(join(tmpdir(), 'agentjet-training-'));
 const TRAINING = { batchTasks: 2, groupSize: 2, checkpointEvery: 1, train: { learningRate: 1e-3 } };
@@ -197,6 +198,14 @@ describe('training loop on a real peer', () => {
       const folder = checkpoints[0].dir;
       for (const file of readdirSync(folder)) expect(readFileSync(join(out, 'tiny-step-2', file)).equals(readFileSync(join(folder, file)))).toBe(true);
       expect(readdirSync(join(out, 'tiny-step-2')).sort()).toEqual(readdirSync(folder).sort());
+
+      // The CLI saves the same archive.
+      const viaCli = join(out, 'cli.tar');
+      expect(await checkpointsCommand.run({ 'data-dir': dataDir, out: viaCli }, ['export', 'tiny', '2'])).toBe(0);
+      expect(readFileSync(viaCli).equals(archive)).toBe(true);
+      const refused = join(out, 'refused.tar');
+      await expect(checkpointsCommand.run({ 'data-dir': dataDir, out: refused }, ['export', 'tiny', '7'])).rejects.toMatchObject({ name: 'PeerRequestError', status: 404 });
+      expect(readdirSync(out).filter((f) => f.startsWith('refused'))).toEqual([]);
 
       const missing = await get(runtime, '/api/models/tiny/checkpoints/7/archive');
       expect(missing).toMatchObject({ status: 404, body: { error: { name: 'NotFoundError' } } });
