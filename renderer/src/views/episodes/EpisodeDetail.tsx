@@ -78,12 +78,18 @@ export function EpisodeDetail() {
         </Fact>
         <Fact label="Script">
           {episode.client ?? '—'} <span className="mono muted">{shortHash(episode.scriptHash)}</span>
+          {episode.teamId && <div className="small muted">team {episode.teamId}</div>}
         </Fact>
         <Fact label="Time">
           {formatEpisodeTime(episode.createdAt)}
           {episode.endedAt && <span className="muted"> → {formatEpisodeTime(episode.endedAt)}</span>}
         </Fact>
-        <Fact label="Calls">{formatCount(calls.length)}</Fact>
+        <Fact label="Calls">
+          {formatCount(calls.length)}
+          {episode.cancelledCalls ? (
+            <span className="muted"> · {formatCount(episode.cancelledCalls)} cancelled (the client hung up)</span>
+          ) : null}
+        </Fact>
       </dl>
       {conversations.length === 0 && <p className="muted">No LLM call was recorded for this episode.</p>}
       {conversations.map((conversation, i) => (
