@@ -29,7 +29,7 @@ const WORKLOADS: AgentWorkload[] = [
 interface EpisodeTiming {
   renderMs: number[];
   promptTokens: number;
-  mergeRate: number;
+  mergeRate: number | null;
 }
 
 function playEpisode(workload: AgentWorkload, cached: boolean): EpisodeTiming {

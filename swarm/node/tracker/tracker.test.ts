@@ -5,7 +5,8 @@ import { renderPrompt } from './render.ts';
 import { parseAssistantOutput } from '../../../worker/tokenizer/tool-calls.ts';
 import { generatedIdsFor, loadQwen3, scriptedCall, type ScriptedAnswer } from './testing.ts';
 import { toMergeCalls } from '../../common/timeline/call.ts';
-import { ContextTracker, EpisodeTracker } from './tracker.ts';
+import { ContextTracker, EpisodeTracker, type RecordCallInput } from './tracker.ts';
+import type { RenderedPrompt } from './render.ts';
 
 const tools: ToolSpec[] = [
   {
@@ -45,6 +46,28 @@ function playToolEpisode(tracker: EpisodeTracker, start: ChatMessage[], answers:
       messages.push(toolResult(call.assistantMessage!, `{"result": ${tracker.calls.length * 7}}`));
   }
   return messages;
+}
+
+/** Records a call of `messages` that generated exactly `generatedIds`. */
+function recordGeneration(
+  tracker: EpisodeTracker,
+  messages: ChatMessage[],
+  rendered: RenderedPrompt,
+  generatedIds: number[],
+  assistantMessage: ChatMessage,
+  extra: Partial<RecordCallInput> = {},
+) {
+  return tracker.record({
+    messages,
+    rendered,
+    generatedIds,
+    logprobs: generatedIds.map(() => -1),
+    assistantMessage,
+    finishReason: 'stop',
+    policyVersion: 0,
+    timings: { startedAt: '2026-01-01T00:00:00Z', firstTokenAt: null, endedAt: '2026-01-01T00:00:01Z' },
+    ...extra,
+  });
 }
 
 const weatherAnswers: ScriptedAnswer[] = [
@@ -345,15 +368,10 @@ describe('context tracker with the real Qwen3 tokenizer and template', () => {
     const rendered = other.render([{ role: 'user', content: 'Hi' }]);
     const content = tokenizer.encode('<think>\nGreet.\n</think>\n\nHi there.');
     const generatedIds = [...content, endOfText];
-    const cut = other.record({
-      messages: [{ role: 'user', content: 'Hi' }],
-      rendered,
-      generatedIds,
-      logprobs: generatedIds.map(() => -1),
-      assistantMessage: { role: 'assistant', content: 'Hi there.', reasoning_content: 'Greet.' },
-      finishReason: 'stop',
-      policyVersion: 0,
-      timings: { startedAt: '2026-01-01T00:00:00Z', firstTokenAt: null, endedAt: '2026-01-01T00:00:01Z' },
+    const cut = recordGeneration(other, [{ role: 'user', content: 'Hi' }], rendered, generatedIds, {
+      role: 'assistant',
+      content: 'Hi there.',
+      reasoning_content: 'Greet.',
     });
     // A tool result follows, so Qwen3 keeps the turn's reasoning (a new user query would drop it).
     const followUp = other.render([
@@ -377,15 +395,9 @@ describe('context tracker with the real Qwen3 tokenizer and template', () => {
     const user: ChatMessage = { role: 'user', content: 'Hi' };
     const rendered = tracker.render([user]);
     const generatedIds = [...tokenizer.encode('\nHello.'), imEnd];
-    const first = tracker.record({
-      messages: [user],
-      rendered,
-      generatedIds,
-      logprobs: generatedIds.map(() => -1),
-      assistantMessage: { role: 'assistant', content: 'Hello.' },
-      finishReason: 'stop',
-      policyVersion: 0,
-      timings: { startedAt: '2026-01-01T00:00:00Z', firstTokenAt: null, endedAt: '2026-01-01T00:00:01Z' },
+    const first = recordGeneration(tracker, [user], rendered, generatedIds, {
+      role: 'assistant',
+      content: 'Hello.',
     });
     const next = tracker.render([user, first.assistantMessage!, { role: 'user', content: 'More?' }]);
     expect(next.splice.turns[0]).toMatchObject({ outcome: 'spliced', tokens: generatedIds.length });
@@ -402,15 +414,9 @@ describe('context tracker with the real Qwen3 tokenizer and template', () => {
     const tracker = newTracker();
     const user: ChatMessage = { role: 'user', content: 'Say nothing.' };
     const rendered = tracker.render([user]);
-    const empty = tracker.record({
-      messages: [user],
-      rendered,
-      generatedIds: [endOfText],
-      logprobs: [-1],
-      assistantMessage: { role: 'assistant', content: '' },
-      finishReason: 'stop',
-      policyVersion: 0,
-      timings: { startedAt: '2026-01-01T00:00:00Z', firstTokenAt: null, endedAt: '2026-01-01T00:00:01Z' },
+    const empty = recordGeneration(tracker, [user], rendered, [endOfText], {
+      role: 'assistant',
+      content: '',
     });
     const next = tracker.render([user, empty.assistantMessage!, { role: 'user', content: 'Thanks.' }]);
     expect(next.splice.turns[0]).toMatchObject({ outcome: 'spliced', tokens: 1 });
@@ -433,24 +439,20 @@ describe('context tracker with the real Qwen3 tokenizer and template', () => {
       ...tokenizer.encode('get_weather", "arguments": {"city":"Oslo"}}\n</tool_call>'),
       imEnd,
     ];
-    const forced = tracker.record({
-      messages: [user],
-      tools,
-      rendered: { ...rendered, promptIds: [...rendered.promptIds, ...forcedPrefixIds] },
-      forcedPrefixIds,
+    const forced = recordGeneration(
+      tracker,
+      [user],
+      { ...rendered, promptIds: [...rendered.promptIds, ...forcedPrefixIds] },
       generatedIds,
-      logprobs: generatedIds.map(() => -1),
-      assistantMessage: {
+      {
         role: 'assistant',
         content: '',
         tool_calls: [
           { id: 'call_1', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Oslo"}' } },
         ],
       },
-      finishReason: 'tool_calls',
-      policyVersion: 0,
-      timings: { startedAt: '2026-01-01T00:00:00Z', firstTokenAt: null, endedAt: '2026-01-01T00:00:01Z' },
-    });
+      { tools, forcedPrefixIds, finishReason: 'tool_calls' },
+    );
     const messages = [
       user,
       forced.assistantMessage!,
