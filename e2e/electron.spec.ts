@@ -27,7 +27,7 @@ test('the desktop shell starts the peer, shows the Swarm view and stops the peer
     await expect(window.getByRole('heading', { level: 1, name: 'Swarm' })).toBeVisible();
 
     // The page gets the preload bridge and nothing of Node.
-    expect(await window.evaluate('Object.keys(window.agentjet).sort().join(",")')).toBe('getPathForFile,platform');
+    expect(await window.evaluate('Object.keys(window.agentjet).sort().join(",")')).toBe('getPathForFile,onScriptChosen,platform');
     expect(await window.evaluate('typeof require')).toBe('undefined');
     expect(await window.evaluate('typeof process')).toBe('undefined');
 

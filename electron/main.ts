@@ -1,5 +1,6 @@
 /**
- * The Electron main process: one window showing the peer runtime's UI.
+ * The Electron main process: one window showing the peer runtime's UI, its bounds remembered (window-state.ts),
+ * with a native menu, a tray and notifications (desktop-shell.ts).
  *
  * The peer runtime runs as a child process — the same `agentjet node --json` a headless machine runs — and the
  * window loads the UI URL it prints. A child process (not utilityProcess) because: it is exactly the headless
@@ -9,18 +10,29 @@
  * Packaged, it runs on Electron's own Node (ELECTRON_RUN_AS_NODE=1; electron-builder rebuilds native modules).
  */
 import '../p2p/polyfill.ts';
-import { app, BrowserWindow, dialog, nativeTheme, session, shell, type WebContents } from 'electron';
+import { app, BrowserWindow, dialog, nativeTheme, screen, session, shell, type WebContents } from 'electron';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { installDesktopShell, type DesktopShell } from './desktop-shell.ts';
 import { buildPreload } from './preload-build.ts';
 import { startPeerProcess, type PeerProcess } from './peer-process.ts';
 import { contentSecurityPolicy, isExternalWebLink, isPermissionGranted, isTrustedUrl } from './security.ts';
+import {
+  MIN_WINDOW_SIZE,
+  readSavedWindowState,
+  restoreWindowState,
+  saveWindowState,
+  windowStateFile,
+  windowStateOf,
+} from './window-state.ts';
 
 const APP_ROOT = fileURLToPath(new URL('..', import.meta.url));
 const WINDOW_BACKGROUND = { light: '#f5f6f8', dark: '#0e1014' }; // the UI's --bg, so no white flash in dark mode
 
 let peer: PeerProcess | null = null;
 let mainWindow: BrowserWindow | null = null;
+/** Menu, tray and notifications (desktop-shell.ts). */
+let desktop: DesktopShell | null = null;
 /** Set once quitting has begun, so the peer's exit is expected rather than reported as a crash. */
 let quitting = false;
 
@@ -56,21 +68,45 @@ async function start(): Promise<void> {
 
   const preload = buildPreload(path.join(APP_ROOT, 'electron', 'preload.ts'), path.join(app.getPath('userData'), 'shell'));
   mainWindow = createWindow(preload, uiOrigin);
+  const running = peer;
+  desktop = installDesktopShell({
+    window: () => mainWindow,
+    peer: { apiUrl: running.apiUrl, token: running.token, dataDir: running.dataDir },
+    appRoot: APP_ROOT,
+    quit: () => app.quit(),
+  });
   await mainWindow.loadURL(peer.uiUrl);
 }
 
 function createWindow(preload: string, uiOrigin: string): BrowserWindow {
+  // Where the user left it, fitted to the displays attached now (primary first).
+  const stateFile = windowStateFile(app.getPath('userData'));
+  const primary = screen.getPrimaryDisplay();
+  const displays = [primary, ...screen.getAllDisplays().filter((d) => d.id !== primary.id)].map((d) => d.workArea);
+  const bounds = restoreWindowState(readSavedWindowState(stateFile), displays);
   const window = new BrowserWindow({
-    width: 1360,
-    height: 880,
-    minWidth: 880,
-    minHeight: 560,
+    x: bounds.x,
+    y: bounds.y,
+    width: bounds.width,
+    height: bounds.height,
+    minWidth: MIN_WINDOW_SIZE.width,
+    minHeight: MIN_WINDOW_SIZE.height,
     title: 'AgentJet',
     show: false,
     backgroundColor: WINDOW_BACKGROUND[nativeTheme.shouldUseDarkColors ? 'dark' : 'light'],
     webPreferences: { preload, contextIsolation: true, nodeIntegration: false, sandbox: true, webSecurity: true, spellcheck: false },
   });
-  window.once('ready-to-show', () => window.show());
+  window.once('ready-to-show', () => {
+    if (bounds.maximized) window.maximize();
+    window.show();
+  });
+  window.on('close', () => {
+    try {
+      saveWindowState(stateFile, windowStateOf({ normalBounds: window.getNormalBounds(), maximized: window.isMaximized() }));
+    } catch (error) {
+      console.warn(`[shell] the window's place was not saved: ${String(error)}`); // closing matters more
+    }
+  });
   window.on('closed', () => {
     mainWindow = null;
   });
@@ -112,6 +148,7 @@ function onPeerExit(code: number | null, signal: NodeJS.Signals | null): void {
 function onBeforeQuit(event: Electron.Event): void {
   if (quitting || !peer) return;
   quitting = true;
+  desktop?.close();
   event.preventDefault();
   void peer.stop().finally(() => app.quit());
 }

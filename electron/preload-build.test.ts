@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
+import { SCRIPT_CHOSEN_CHANNEL } from './channels.ts';
 import { buildPreload } from './preload-build.ts';
 
 const dirs: string[] = [];
@@ -20,5 +21,7 @@ describe('buildPreload', () => {
     expect(code).not.toMatch(/^\s*import\s/m);
     // Only the electron module is required: the sandbox offers no other.
     expect(code.match(/require\("([^"]+)"\)/g)).toEqual(['require("electron")']);
+    // The channel it listens on is the one the main process sends on.
+    expect(code).toContain(`"${SCRIPT_CHOSEN_CHANNEL}"`);
   });
 });

@@ -5,6 +5,8 @@
 export interface DesktopBridge {
   platform: string;
   getPathForFile(file: File): string;
+  /** Scripts chosen from the native menu or the tray, by path; returns the unsubscribe function. */
+  onScriptChosen(listener: (path: string) => void): () => void;
 }
 
 /** The desktop bridge when running inside the Electron shell, null in a browser. */

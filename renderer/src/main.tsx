@@ -10,6 +10,8 @@ import { startConnection } from './api/connection.ts';
 import { resolveToken } from './api/token.ts';
 import { appStore } from './store/index.ts';
 import { viewFromHash } from './store/navigation/slice.ts';
+import { desktopBridge } from './desktop.ts';
+import { scriptAtPath } from './views/clients/read-dropped.ts';
 import './styles.css';
 
 const token = resolveToken({ location: window.location, storage: window.sessionStorage, history: window.history });
@@ -25,6 +27,12 @@ appStore.subscribe((state, previous) => {
 window.addEventListener('hashchange', () => {
   const view = viewFromHash(window.location.hash);
   if (view) appStore.getState().showView(view);
+});
+
+// In the desktop shell, File › Attach Script… (or the tray) hands over a path: the Clients view's form takes it.
+desktopBridge()?.onScriptChosen((path) => {
+  appStore.getState().showView('clients');
+  appStore.getState().scriptDropped(scriptAtPath(path));
 });
 
 const connection = token

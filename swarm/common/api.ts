@@ -54,6 +54,32 @@ export interface PeersResponse {
   peers: SwarmPeer[];
 }
 
+/** `POST /api/swarm/create`: a new private swarm (fresh key); the name defaults to `lab`. */
+export const createSwarmRequestSchema = z.strictObject({
+  name: z.string().min(1).max(64).optional(),
+  /** Multiaddrs (with /p2p/<id>) put into the token for machines mDNS cannot see. */
+  bootstrap: z.array(z.string().min(1).max(512)).max(64).optional(),
+});
+export type CreateSwarmRequest = z.infer<typeof createSwarmRequestSchema>;
+
+/** `POST /api/swarm/join`: the token another peer's create printed. */
+export const joinSwarmRequestSchema = z.strictObject({ token: z.string().min(1).max(16_384) });
+export type JoinSwarmRequest = z.infer<typeof joinSwarmRequestSchema>;
+
+/**
+ * `GET /api/swarm` and the answer of create / join / leave: whether this peer is in a swarm, and the token that
+ * lets other machines join it (a secret like a password: the control API is behind the bearer token).
+ */
+export interface SwarmMembership {
+  joined: boolean;
+  /** Started with --no-p2p: create and join are refused until the peer is restarted without it. */
+  disabled: boolean;
+  swarm: string | null;
+  token: string | null;
+  peerId: string | null;
+  addresses: string[];
+}
+
 /** The line `agentjet node|serve --json` prints on stdout once the peer is ready (what peer-process starters wait for). */
 export interface PeerReadyLine {
   event: 'ready';

@@ -10,7 +10,9 @@ import { fileURLToPath } from 'node:url';
 import type { Database } from 'better-sqlite3';
 import type { Role, StatusPayload } from '../common/api.ts';
 import { EventHub } from './control/events.ts';
-import { createControlRouter, type ControlRouter } from './control/routes.ts';
+import { createControlRouter, LayeredRouter, type ControlRouter } from './control/routes.ts';
+import { SwarmMembershipManager, type MembershipHost } from './control/swarm-membership.ts';
+import { addSwarmRoutes } from './control/swarm-routes.ts';
 import { createHttpServer, listen, type Mount } from './http/server.ts';
 import { loadOrCreateIdentity, type NodeIdentity } from './identity.ts';
 import type { HostedModelSpec } from './models/model-host.ts';
@@ -23,7 +25,7 @@ import { startClientRunner } from './runner/service.ts';
 import { addUiRoutes } from './control/ui-routes.ts';
 import { startTrainingService, type TrainingService } from './training/service.ts';
 import type { P2pService } from './p2p/service.ts';
-import { resolveP2p, type P2pOptions } from './p2p/settings.ts';
+import type { P2pOptions } from './p2p/settings.ts';
 import { sqliteTrainingStore } from './training/sqlite-training-store.ts';
 import { APP_VERSION } from './version.ts';
 
@@ -71,8 +73,12 @@ export class PeerRuntime {
   runner!: ClientRunner;
   /** One GRPO training loop per hosted model. */
   training!: TrainingService;
-  /** The libp2p node and swarm relays; undefined when no swarm is configured. */
-  p2p: P2pService | undefined;
+  /** Whether this peer is in a swarm; create / join / leave at runtime (control/swarm-membership.ts). */
+  swarm!: SwarmMembershipManager;
+  /** The libp2p node and swarm relays; undefined while this peer is in no swarm. */
+  get p2p(): P2pService | undefined {
+    return this.swarm?.service;
+  }
   private stopping: Promise<void> | undefined;
   private server!: Server;
   /** Extra status providers (models, p2p) registered by the services that own them. */
@@ -143,13 +149,38 @@ export class PeerRuntime {
       ...options.training,
     });
     this.runner = startClientRunner(this);
-    const p2p = resolveP2p(this.paths.p2p, options.p2p);
-    // Loaded only when a swarm is configured: peers off the swarm never load libp2p.
-    if (p2p) this.p2p = await (await import('./p2p/service.ts')).startP2pService(this, p2p);
+    // libp2p is loaded only when a swarm is configured (now, or later through POST /api/swarm/create|join).
+    this.swarm = new SwarmMembershipManager(this.membershipHost(), options.p2p);
+    this.onStop(() => this.swarm.close());
+    addSwarmRoutes(this.control, this.swarm);
+    await this.swarm.startConfigured();
+  }
+
+  /**
+   * What the p2p service uses of this runtime. Getters, not copies: the services and the gateway URL are read when
+   * used (the URL exists only once the server listens), so this object must never be spread.
+   */
+  private membershipHost(): MembershipHost {
+    // eslint-disable-next-line @typescript-eslint/no-this-alias -- getters below must read the runtime's fields late
+    const runtime = this;
+    return {
+      get serving() { return runtime.serving; },
+      get runner() { return runtime.runner; },
+      get training() { return runtime.training; },
+      get urls() { return runtime.urls; },
+      db: this.db,
+      mounts: this.mounts,
+      token: this.token,
+      identity: this.identity,
+      paths: this.paths,
+      options: this.options,
+      log: this.log,
+      statusChanged: () => this.events.broadcast({ type: 'status', data: this.status() }),
+    };
   }
 
   private async listen() {
-    this.mounts.push({ prefix: '/api', router: this.control, errorShape: 'api' });
+    this.mounts.push({ prefix: '/api', router: new LayeredRouter(() => [this.swarm.routes, this.control]), errorShape: 'api' });
     this.server = createHttpServer({
       mounts: this.mounts,
       uiRoot: this.options.uiRoot,
@@ -200,6 +231,7 @@ export class PeerRuntime {
       p2p: { enabled: false, peerId: null, peers: 0, swarm: null },
     };
     for (const part of this.statusParts) part(status);
+    this.swarm?.contributeStatus(status);
     return status;
   }
 

@@ -11,10 +11,12 @@ import { dataRequest } from './episodes/data-request.ts';
 import { activitySelectors } from '../store/activity/selectors.ts';
 import { swarmSelectors } from '../store/swarm/selectors.ts';
 import { COMMANDS } from './commands.ts';
+import { SwarmNetworkPanel } from './swarm/SwarmNetworkPanel.tsx';
+import './episodes/data-views.css';
+import './swarm/swarm.css';
 
 /** This peer at a glance: identity, endpoints, hosted models, storage, network, recent activity. */
 export function SwarmView({ status }: { status: StatusPayload }) {
-  const p2p = swarmSelectors.p2pSummary(status.p2p);
   return (
     <div className="swarm-view">
       <div className="stats" role="list" aria-label="Summary">
@@ -28,13 +30,7 @@ export function SwarmView({ status }: { status: StatusPayload }) {
         <PeerPanel status={status} />
         <div className="stack">
           <EndpointsPanel urls={status.urls} />
-          <Panel title="Swarm network" aside={<span className="pill" data-state={p2p.state}>{p2p.label}</span>} testId="p2p-panel">
-            <Facts>
-              <Fact label="Peer ID">{status.p2p.peerId ? <IdValue value={status.p2p.peerId} label="peer ID" /> : <span className="muted">—</span>}</Fact>
-              <Fact label="Private swarm">{status.p2p.swarm ?? <span className="muted">None joined</span>}</Fact>
-              <Fact label="Connected peers">{status.p2p.enabled ? formatCount(status.p2p.peers) : <span className="muted">p2p is disabled on this peer</span>}</Fact>
-            </Facts>
-          </Panel>
+          <SwarmNetworkPanel status={status} />
         </div>
       </div>
 
@@ -206,7 +202,7 @@ function PeersPanel({ enabled }: { enabled: boolean }) {
     <Panel title="Swarm peers" aside={<span className="count">{enabled && peers ? peers.peers.length : 0}</span>} testId="peers-panel">
       {!enabled ? (
         <EmptyState icon="swarm" title="This peer is not in a swarm">
-          <p>Peers in one private swarm share models and episodes over libp2p. Create a swarm on one machine and join it from the others with its token, then restart the peer:</p>
+          <p>Peers in one private swarm share models and episodes over libp2p. Create a swarm on one machine (Swarm network, above) and join it from the others with its token. From a terminal, before the peer starts:</p>
           <CommandLine command={COMMANDS.createSwarm} />
           <CommandLine command={COMMANDS.joinSwarm} />
         </EmptyState>

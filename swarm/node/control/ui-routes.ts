@@ -1,7 +1,8 @@
 /**
  * Read-only control routes the desktop UI needs beyond the episode API (behind the control token):
  *   GET /api/ui/episodes?q=&model=&taskId=&kind=&state=&limit=&offset=   episodes whose id, task, model, client,
- *        script hash or abort reason contains `q` (case-insensitive), newest first; same page shape as /api/episodes
+ *        script hash or abort reason contains `q` (case-insensitive), or whose calls' messages contain every word of
+ *        `q` (as word prefixes; store/episode-text.ts), newest first; same page shape as /api/episodes
  *   GET /api/ui/savings?model=                                              merge savings summed over the ended
  *        episodes of a model (or all models): what merging saved for the whole run
  *   GET /api/ui/episodes/:id/merge?mode=merged|naive                        the merge view's document: the episode
@@ -26,6 +27,7 @@ import { toMergeCalls } from '../../common/timeline/call.ts';
 import { badRequest, notFound } from '../http/errors.ts';
 import { sendJson, validate } from '../http/respond.ts';
 import type { ModelHost } from '../models/model-host.ts';
+import { episodeTextQuery } from '../store/episode-text.ts';
 import { getCalls, getEpisode, getTimelines } from '../store/episodes.ts';
 import type { ControlRouter } from './routes.ts';
 
@@ -156,11 +158,14 @@ function likePattern(text: string): string {
 }
 
 export function searchEpisodes(db: Database, query: EpisodeSearch) {
+  const words = episodeTextQuery(query.q);
+  const saidInCalls = words === null ? '' : ' OR id IN (SELECT episode_id FROM episode_text WHERE episode_text MATCH @words)';
   const where = [
     `(id LIKE @q ESCAPE '\\' OR task_id LIKE @q ESCAPE '\\' OR model LIKE @q ESCAPE '\\' OR client LIKE @q ESCAPE '\\'
-      OR script_hash LIKE @q ESCAPE '\\' OR abort_reason LIKE @q ESCAPE '\\')`,
+      OR script_hash LIKE @q ESCAPE '\\' OR abort_reason LIKE @q ESCAPE '\\'${saidInCalls})`,
   ];
   const params: Record<string, unknown> = { q: likePattern(query.q) };
+  if (words !== null) params.words = words;
   for (const [column, key] of [
     ['model', 'model'],
     ['task_id', 'taskId'],

@@ -88,7 +88,9 @@ export async function startP2pService(host: P2pHost, settings: ResolvedP2p): Pro
   const content = (): PresenceContent => presenceContent(host);
   await node.presence.setContent(content);
   // Announce at once when a model's state or policy changes, so clients pick peers on fresh load figures.
-  for (const model of host.serving.models.models) model.onStateChange(() => void node.presence.announceNow());
+  const offStateChanges = host.serving.models.models.map((model) =>
+    model.onStateChange(() => void node.presence.announceNow()),
+  );
 
   const peers = (): PeerView[] => {
     const connected = new Set(node.connectedPeers());
@@ -136,6 +138,7 @@ export async function startP2pService(host: P2pHost, settings: ResolvedP2p): Pro
   let stopping: Promise<void> | undefined;
   const stop = () =>
     (stopping ??= (async () => {
+      for (const off of offStateChanges) off();
       weights.close();
       await node.stop();
     })());

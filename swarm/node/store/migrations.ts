@@ -3,6 +3,7 @@
  * `PRAGMA user_version` records the last one applied. Append new migrations; never edit an applied one.
  */
 import type { Database } from 'better-sqlite3';
+import { EPISODE_TEXT_BACKFILL_SQL, EPISODE_TEXT_TABLE_SQL, EPISODE_TEXT_TRIGGERS_SQL } from './episode-text.ts';
 
 export interface Migration {
   version: number;
@@ -166,6 +167,15 @@ export const migrations: Migration[] = [
         CREATE INDEX episodes_by_time ON episodes (created_at);
         CREATE INDEX episodes_by_team ON episodes (team_id) WHERE team_id IS NOT NULL;
       `);
+    },
+  },
+  {
+    version: 5,
+    name: 'full-text search over what was said in episodes',
+    up: (db) => {
+      // See episode-text.ts: an FTS5 table kept by a trigger on calls; the calls already stored are indexed here.
+      db.exec(`${EPISODE_TEXT_TABLE_SQL};\n${EPISODE_TEXT_TRIGGERS_SQL}`);
+      db.exec(EPISODE_TEXT_BACKFILL_SQL);
     },
   },
 ];

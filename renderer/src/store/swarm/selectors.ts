@@ -23,7 +23,7 @@ export interface P2pSummary {
 
 /** One line for the p2p card: disabled, on but alone, or connected to N peers. */
 function p2pSummary(status: StatusPayload['p2p']): P2pSummary {
-  if (!status.enabled) return { state: 'disabled', label: 'Disabled' };
+  if (!status.enabled) return { state: 'disabled', label: 'Not in a swarm' };
   if (status.peers === 0) return { state: 'alone', label: 'No peers yet' };
   return { state: 'connected', label: `${status.peers} ${status.peers === 1 ? 'peer' : 'peers'} connected` };
 }

@@ -1,6 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import type { ModelStatus, StatusPayload } from '../../../../swarm/common/api.ts';
 import { createAppStore } from '../index.ts';
+import { ControlApiError } from '../../api/errors.ts';
+import type { DataRequest } from '../episodes/request.ts';
+import { createSwarm, joinSwarm, leaveSwarm } from './loaders.ts';
 import { swarmSelectors } from './selectors.ts';
 import { initialSwarmState } from './slice.ts';
 
@@ -70,5 +73,51 @@ describe('swarm selectors', () => {
     expect(swarmSelectors.poolUsage(model('a', 'rolling', 2, 8))).toBe(0.25);
     expect(swarmSelectors.poolUsage(model('a', 'rolling', 9, 8))).toBe(1);
     expect(swarmSelectors.poolUsage(model('a', 'idle', 0, 0))).toBe(0);
+  });
+});
+
+describe('swarm membership', () => {
+  const joined = { joined: true, disabled: false, swarm: 'lab', token: 'ajs1.abc', peerId: 'p1', addresses: [] };
+  const off = { joined: false, disabled: false, swarm: null, token: null, peerId: null, addresses: [] };
+  const peers = { swarm: 'lab', peerId: 'p1', addresses: [], peers: [] };
+
+  /** A request function that answers each path from a table (or throws what the table holds). */
+  function fakeRequest(answers: Record<string, unknown>): { request: DataRequest; sent: unknown[] } {
+    const sent: unknown[] = [];
+    const request = (async (method: string, path: string, body?: unknown) => {
+      sent.push({ method, path, body });
+      const answer = answers[`${method} ${path}`];
+      if (answer instanceof Error) throw answer;
+      return answer;
+    }) as DataRequest;
+    return { request, sent };
+  }
+
+  it('creates a swarm and keeps the answer with its token', async () => {
+    const store = createAppStore();
+    const { request, sent } = fakeRequest({ 'POST /swarm/create': joined });
+    await createSwarm(store, request, { name: 'lab' });
+    expect(sent).toEqual([{ method: 'POST', path: '/swarm/create', body: { name: 'lab' } }]);
+    expect(store.getState().swarm).toMatchObject({ membership: { token: 'ajs1.abc' }, membershipPending: null, membershipError: null });
+  });
+
+  it('keeps a refused join as an error named by the server, membership unchanged', async () => {
+    const store = createAppStore();
+    store.getState().membershipLoaded(off);
+    const { request } = fakeRequest({ 'POST /swarm/join': new ControlApiError('InvalidSwarmTokenError', 'bad', 400, 'token') });
+    await joinSwarm(store, request, 'nope');
+    expect(store.getState().swarm.membershipError?.name).toBe('InvalidSwarmTokenError');
+    expect(store.getState().swarm.membership).toBe(off);
+    expect(store.getState().swarm.membershipPending).toBeNull();
+  });
+
+  it('drops the peer list on leaving, and clears the last error with the next change', async () => {
+    const store = createAppStore();
+    store.getState().membershipLoaded(joined);
+    store.getState().peersLoaded(peers);
+    store.getState().membershipFailed({ name: 'ConflictError', message: 'x' });
+    const { request } = fakeRequest({ 'POST /swarm/leave': off });
+    await leaveSwarm(store, request);
+    expect(store.getState().swarm).toMatchObject({ membership: off, peers: null, membershipError: null });
   });
 });

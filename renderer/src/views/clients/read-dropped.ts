@@ -20,3 +20,8 @@ export async function readDroppedScript(file: File): Promise<DroppedScript> {
   if (path) return { filename: file.name, path };
   return { filename: file.name, content: await file.text() };
 }
+
+/** A script chosen by path in the desktop shell (File › Attach Script…): attached from where it lies. */
+export function scriptAtPath(path: string): DroppedScript {
+  return { filename: path.split(/[\\/]/).pop() || path, path };
+}

@@ -94,7 +94,7 @@ function EpisodeFilters() {
           type="search"
           value={query}
           onChange={(e) => setQuery(e.target.value)}
-          placeholder="id, task, model, script…"
+          placeholder="words said, id, task, model, script…"
           data-testid="episode-search"
         />
       </label>
