@@ -134,6 +134,26 @@ test('drop a script to attach it, hot-swap a new version, pause it', async ({ pa
   await screenshot(page, testInfo, 'view-clients');
 });
 
+test('a script dropped anywhere on the window opens the attach form with it; anything else is refused', async ({
+  page,
+  openView,
+}) => {
+  await openView('episodes');
+  const dropOnWindow = (name: string) =>
+    page.locator('main').evaluate((target, filename) => {
+      const transfer = new DataTransfer();
+      transfer.items.add(new File(['console.log(1)'], filename, { type: 'text/javascript' }));
+      target.dispatchEvent(new DragEvent('drop', { dataTransfer: transfer, bubbles: true, cancelable: true }));
+    }, name);
+  await dropOnWindow('window-agent.mjs');
+  await expect(page.getByTestId('drop-zone')).toBeVisible();
+  await expect(page.getByTestId('attach-name')).toHaveValue('window-agent');
+
+  await openView('models');
+  await dropOnWindow('notes.txt');
+  await expect(page.getByTestId('attach-error')).toContainText('notes.txt is not an agent script');
+});
+
 test('the models view shows the hosted model with its engine state', async ({ page, openView }, testInfo) => {
   await openView('models');
   await expect(page.getByTestId('model-card')).toContainText('tiny');

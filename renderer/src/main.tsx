@@ -11,7 +11,7 @@ import { resolveToken } from './api/token.ts';
 import { appStore } from './store/index.ts';
 import { viewFromHash } from './store/navigation/slice.ts';
 import { desktopBridge } from './desktop.ts';
-import { scriptAtPath } from './views/clients/read-dropped.ts';
+import { readDroppedScript, scriptAtPath } from './views/clients/read-dropped.ts';
 import './styles.css';
 
 const token = resolveToken({ location: window.location, storage: window.sessionStorage, history: window.history });
@@ -27,6 +27,22 @@ appStore.subscribe((state, previous) => {
 window.addEventListener('hashchange', () => {
   const view = viewFromHash(window.location.hash);
   if (view) appStore.getState().showView(view);
+});
+
+// A script dropped anywhere on the window is attached like one dropped on the Clients view's drop zone (which
+// handles the drops that land on it first). Anything else dropped is refused there, with the reason.
+window.addEventListener('dragover', (event) => {
+  if (event.dataTransfer?.types.includes('Files')) event.preventDefault();
+});
+window.addEventListener('drop', (event) => {
+  const file = event.dataTransfer?.files[0];
+  if (event.defaultPrevented || !file) return;
+  event.preventDefault();
+  appStore.getState().showView('clients');
+  readDroppedScript(file).then(
+    (script) => appStore.getState().scriptDropped(script),
+    (error: unknown) => appStore.getState().attachFailed(error instanceof Error ? error.message : String(error)),
+  );
 });
 
 // In the desktop shell, File › Attach Script… (or the tray) hands over a path: the Clients view's form takes it.
