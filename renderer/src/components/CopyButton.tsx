@@ -32,3 +32,15 @@ export function CopyButton({ value, label }: { value: string; label: string }) {
     </button>
   );
 }
+
+/** A long machine value (peer id, join token) in monospace, selectable, with a copy button. */
+export function CopyableValue({ value, label, testId }: { value: string; label: string; testId?: string }) {
+  return (
+    <span className="id-value">
+      <code className="id-value__text" data-testid={testId} title={value}>
+        {value}
+      </code>
+      <CopyButton value={value} label={label} />
+    </span>
+  );
+}

@@ -1,6 +1,6 @@
 import { useEffect, useMemo } from 'react';
 import type { ModelStatus, StatusPayload, SwarmPeer } from '../../../swarm/common/api.ts';
-import { CopyButton } from '../components/CopyButton.tsx';
+import { CopyableValue } from '../components/CopyButton.tsx';
 import { CommandLine, EmptyState } from '../components/EmptyState.tsx';
 import { Fact, Facts, Panel } from '../components/Panel.tsx';
 import { EngineStateBadge } from '../components/StateBadge.tsx';
@@ -42,7 +42,7 @@ export function SwarmView({ status }: { status: StatusPayload }) {
         <Panel title="Store" testId="store-panel">
           <Facts>
             <Fact label="Database">
-              <IdValue value={status.store.path} label="database path" />
+              <CopyableValue value={status.store.path} label="database path" />
             </Fact>
             <Fact label="Schema version">{status.store.schemaVersion}</Fact>
             <Fact label="Episodes">{formatCount(status.store.episodes)}</Fact>
@@ -65,24 +65,12 @@ function Stat({ label, value, testId }: { label: string; value: string; testId?:
   );
 }
 
-/** A long machine value in monospace, selectable, with a copy button. */
-function IdValue({ value, label, testId }: { value: string; label: string; testId?: string }) {
-  return (
-    <span className="id-value">
-      <code className="id-value__text" data-testid={testId} title={value}>
-        {value}
-      </code>
-      <CopyButton value={value} label={label} />
-    </span>
-  );
-}
-
 function PeerPanel({ status }: { status: StatusPayload }) {
   return (
     <Panel title="This peer" aside={<span className="mono muted">v{status.version}</span>} testId="peer-panel">
       <Facts>
         <Fact label="Node ID">
-          <IdValue value={status.nodeId} label="node ID" testId="peer-node-id" />
+          <CopyableValue value={status.nodeId} label="node ID" testId="peer-node-id" />
         </Fact>
         <Fact label="Version" testId="peer-version">
           {status.version}
@@ -105,7 +93,7 @@ function PeerPanel({ status }: { status: StatusPayload }) {
           <span className="muted"> since {formatClock(status.startedAt)}</span>
         </Fact>
         <Fact label="Data directory">
-          <IdValue value={status.dataDir} label="data directory" />
+          <CopyableValue value={status.dataDir} label="data directory" />
         </Fact>
         <Fact label="Compute backend">
           {status.backend ? (
@@ -126,10 +114,10 @@ function EndpointsPanel({ urls }: { urls: StatusPayload['urls'] }) {
     <Panel title="Endpoints" testId="endpoints-panel">
       <Facts>
         <Fact label="Control API">
-          <IdValue value={urls.api} label="control API URL" />
+          <CopyableValue value={urls.api} label="control API URL" />
         </Fact>
         <Fact label="OpenAI gateway">
-          <IdValue value={urls.gateway} label="gateway URL" />
+          <CopyableValue value={urls.gateway} label="gateway URL" />
         </Fact>
       </Facts>
       <p className="hint">Point any OpenAI-compatible client at the gateway URL; each episode gets its own API key.</p>

@@ -1,6 +1,6 @@
 import { useEffect, useState, type FormEvent } from 'react';
 import type { StatusPayload } from '../../../../swarm/common/api.ts';
-import { CopyButton } from '../../components/CopyButton.tsx';
+import { CopyableValue } from '../../components/CopyButton.tsx';
 import { Fact, Facts, Panel } from '../../components/Panel.tsx';
 import { formatCount } from '../../format.ts';
 import { appStore, useAppStore } from '../../store/index.ts';
@@ -24,14 +24,14 @@ export function SwarmNetworkPanel({ status }: { status: StatusPayload }) {
   return (
     <Panel title="Swarm network" aside={<span className="pill" data-state={p2p.state}>{p2p.label}</span>} testId="p2p-panel">
       <Facts>
-        <Fact label="Peer ID">{status.p2p.peerId ? <IdText value={status.p2p.peerId} label="peer ID" /> : <span className="muted">—</span>}</Fact>
+        <Fact label="Peer ID">{status.p2p.peerId ? <CopyableValue value={status.p2p.peerId} label="peer ID" /> : <span className="muted">—</span>}</Fact>
         <Fact label="Private swarm" testId="swarm-name">
           {status.p2p.swarm ?? <span className="muted">None joined</span>}
         </Fact>
         <Fact label="Connected peers">{status.p2p.enabled ? formatCount(status.p2p.peers) : <span className="muted">—</span>}</Fact>
         {membership?.joined && membership.token && (
           <Fact label="Join token">
-            <IdText value={membership.token} label="join token" testId="swarm-token" />
+            <CopyableValue value={membership.token} label="join token" testId="swarm-token" />
           </Fact>
         )}
       </Facts>
@@ -47,17 +47,6 @@ export function SwarmNetworkPanel({ status }: { status: StatusPayload }) {
       )}
       <MembershipError />
     </Panel>
-  );
-}
-
-function IdText({ value, label, testId }: { value: string; label: string; testId?: string }) {
-  return (
-    <span className="id-value">
-      <code className="id-value__text" data-testid={testId} title={value}>
-        {value}
-      </code>
-      <CopyButton value={value} label={label} />
-    </span>
   );
 }
 
