@@ -1,11 +1,13 @@
 /**
  * p2p throughput and latency, two node processes on loopback in one private swarm:
- * - weights_mb_per_s: a blob fetched through /agentjet/weights/1 (pnet + noise + yamux, per-chunk and
- *   whole-blob sha256, written to disk), publisher and fetcher in separate processes;
+ * - weights_mb_per_s: a blob fetched through /agentjet/weights/1 (manifest and offer over pnet + noise + yamux,
+ *   chunk bytes over the direct AES-256-GCM channel, per-chunk and whole-blob sha256, written to disk),
+ *   publisher and fetcher in separate processes;
+ * - weights_libp2p_mb_per_s: the same fetch with every byte on the libp2p stream (the fallback path);
  * - raw_tcp_mb_per_s: the same bytes over a plain loopback TCP socket between two processes;
  * - libp2p_stream_mb_per_s: the same bytes over a bare libp2p stream (same transport stack, no agentjet
  *   protocol), to tell the protocol's cost from the transport's;
- * - weights_vs_raw: weights / raw TCP (target ≥ 0.5);
+ * - weights_vs_raw: weights / raw TCP (target ≥ 0.5); weights_libp2p_vs_raw: the fallback path's;
  * - infer_frame_rtt_ms_p50: one request → one frame over /agentjet/infer/1, median of many.
  * With a model (two peer runtimes in this process, builtin:tiny on the server peer, none on the client peer):
  * - relay_overhead_ms_p50: a one-token chat completion through the client peer's gateway (relayed over
@@ -13,7 +15,10 @@
  * - full_weights_bytes / lora_delta_bytes: what a weights publish carries for the model, full safetensors vs
  *   the PEFT adapter when LoRA (rank 8 on q_proj, v_proj) is on.
  *
- * Args: --mb=N (blob size, default 64), --rtt=N (infer round trips, default 200), --open (no pnet key),
+ * The transfers run in --rounds rounds (back to back, so each ratio compares neighbours on a machine whose load
+ * drifts); every figure is the median over the rounds.
+ *
+ * Args: --mb=N (blob size, default 64), --rounds=N (default 3), --rtt=N (infer round trips, default 200), --open (no pnet key),
  * --relay=N (relayed calls, default 40; 0 skips the model part), --model=SOURCE (default builtin:tiny).
  */
 import { spawn } from 'node:child_process';
@@ -31,6 +36,7 @@ import { PeerRuntime } from '../swarm/node/runtime.ts';
 import type { CreateEpisodeResponse } from '../swarm/common/swarm-api.ts';
 import { startPeerProcess } from '../p2p/testing/peer-processes.ts';
 import type { DownloadStats } from '../p2p/protocols/weights/download.ts';
+import type { FetchWeightsResult } from '../p2p/protocols/weights/weights.ts';
 import type { SignedManifest } from '../p2p/protocols/weights/manifest.ts';
 import { formatTable } from './report.ts';
 import type { BenchContext } from './report.ts';
@@ -74,6 +80,7 @@ export default async function p2pBench(ctx: BenchContext): Promise<Record<string
   const megabytes = numberArg(ctx, 'mb', 64);
   const roundTrips = numberArg(ctx, 'rtt', 200);
   const relayCalls = numberArg(ctx, 'relay', 40);
+  const repeats = numberArg(ctx, 'rounds', 3);
   const modelSource = ctx.args.find((a) => a.startsWith('--model='))?.split('=')[1] ?? 'builtin:tiny';
   const totalBytes = megabytes * 1024 * 1024;
   const dir = await mkdtemp(join(tmpdir(), 'agentjet-bench-p2p-'));
@@ -93,38 +100,54 @@ export default async function p2pBench(ctx: BenchContext): Promise<Record<string
     ctx.log(`hashing and publishing ${megabytes} MB…`);
     const signed = await publisher.send<SignedManifest>({ cmd: 'publish-weights', model: 'bench', version: 1, path: blobPath });
 
-    ctx.log('weights transfer…');
-    const weightsStarted = performance.now();
-    const stats = await fetcher.send<DownloadStats>({
-      cmd: 'fetch-weights',
-      signed,
-      providers: [publisher.peerId],
-      destPath: join(dir, 'fetched.bin'),
-    });
-    const weightsSeconds = (performance.now() - weightsStarted) / 1000;
-    if (stats.bytesFetched !== totalBytes) throw new Error(`fetched ${stats.bytesFetched} of ${totalBytes} bytes`);
-
-    ctx.log('bare libp2p stream transfer…');
-    const blast = await fetcher.send<{ received: number; seconds: number }>({ cmd: 'blast-receive', peer: publisher.peerId, bytes: totalBytes });
-
-    ctx.log('raw TCP transfer…');
-    const rawSeconds = await rawTcpSeconds(blobPath, totalBytes);
+    /** Seconds to fetch the blob, checking that it all came over the expected path. */
+    const fetchSeconds = async (direct: boolean): Promise<number> => {
+      const destPath = join(dir, direct ? 'fetched-direct.bin' : 'fetched-libp2p.bin');
+      const started = performance.now();
+      const { stats, chunksByPath } = await fetcher.send<{ stats: DownloadStats; chunksByPath: FetchWeightsResult['chunksByPath'] }>({
+        cmd: 'fetch-weights',
+        signed,
+        providers: [publisher.peerId],
+        destPath,
+        direct,
+      });
+      const seconds = (performance.now() - started) / 1000;
+      await rm(destPath, { force: true });
+      if (stats.bytesFetched !== totalBytes) throw new Error(`fetched ${stats.bytesFetched} of ${totalBytes} bytes`);
+      if ((direct ? chunksByPath.libp2p : chunksByPath.direct) > 0) throw new Error(`chunks took the other path: ${JSON.stringify(chunksByPath)}`);
+      return seconds;
+    };
+    // Rounds of back-to-back transfers: on a shared machine the load drifts, so each ratio compares neighbours
+    // and the medians are reported.
+    const rounds: Array<{ direct: number; libp2p: number; blast: number; raw: number }> = [];
+    for (let round = 1; round <= repeats; round++) {
+      ctx.log(`round ${round}/${repeats}: weights (direct channel), weights (libp2p stream), bare libp2p stream, raw TCP…`);
+      const direct = await fetchSeconds(true);
+      const libp2p = await fetchSeconds(false);
+      const blast = await fetcher.send<{ received: number; seconds: number }>({ cmd: 'blast-receive', peer: publisher.peerId, bytes: totalBytes });
+      const raw = await rawTcpSeconds(blobPath, totalBytes);
+      rounds.push({ direct: megabytes / direct, libp2p: megabytes / libp2p, blast: megabytes / blast.seconds, raw: megabytes / raw });
+    }
 
     ctx.log(`${roundTrips} infer round trips…`);
     await fetcher.send({ cmd: 'infer-rtt', peer: publisher.peerId, count: 10 }); // warm-up
     const rtts = await fetcher.send<number[]>({ cmd: 'infer-rtt', peer: publisher.peerId, count: roundTrips });
 
     const model = relayCalls > 0 ? await modelMetrics(ctx, join(dir, 'runtimes'), modelSource, relayCalls) : undefined;
-    const weightsMbPerS = megabytes / weightsSeconds;
-    const rawMbPerS = megabytes / rawSeconds;
+    const weightsMbPerS = median(rounds.map((r) => r.direct));
+    const weightsLibp2pMbPerS = median(rounds.map((r) => r.libp2p));
+    const rawMbPerS = median(rounds.map((r) => r.raw));
     const result = {
       private_swarm: !open,
       blob_mb: megabytes,
       chunk_bytes: JSON.parse(signed.manifest).chunkSize as number,
       weights_mb_per_s: weightsMbPerS,
-      libp2p_stream_mb_per_s: megabytes / blast.seconds,
+      weights_libp2p_mb_per_s: weightsLibp2pMbPerS,
+      libp2p_stream_mb_per_s: median(rounds.map((r) => r.blast)),
       raw_tcp_mb_per_s: rawMbPerS,
-      weights_vs_raw: weightsMbPerS / rawMbPerS,
+      weights_vs_raw: median(rounds.map((r) => r.direct / r.raw)),
+      weights_libp2p_vs_raw: median(rounds.map((r) => r.libp2p / r.raw)),
+      rounds,
       infer_frame_rtt_ms_p50: median(rtts),
       infer_round_trips: rtts.length,
       ...model,
@@ -140,9 +163,11 @@ export default async function p2pBench(ctx: BenchContext): Promise<Record<string
       formatTable([
         ...modelRows,
         { metric: 'weights_mb_per_s', value: result.weights_mb_per_s },
+        { metric: 'weights_libp2p_mb_per_s', value: result.weights_libp2p_mb_per_s },
         { metric: 'libp2p_stream_mb_per_s', value: result.libp2p_stream_mb_per_s },
         { metric: 'raw_tcp_mb_per_s', value: result.raw_tcp_mb_per_s },
         { metric: 'weights_vs_raw', value: result.weights_vs_raw },
+        { metric: 'weights_libp2p_vs_raw', value: result.weights_libp2p_vs_raw },
         { metric: 'infer_frame_rtt_ms_p50', value: result.infer_frame_rtt_ms_p50 },
       ]) + '\n',
     );

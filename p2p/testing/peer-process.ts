@@ -17,7 +17,8 @@ export type PeerCommand =
   | { cmd: 'presence' }
   | { cmd: 'connected' }
   | { cmd: 'publish-weights'; model: string; version: number; path: string; chunkSize?: number }
-  | { cmd: 'fetch-weights'; signed: SignedManifest; providers: string[]; destPath: string }
+  /** Answers `{ stats, chunksByPath }`; `direct: false` keeps the bytes on the libp2p stream. */
+  | { cmd: 'fetch-weights'; signed: SignedManifest; providers: string[]; destPath: string; direct?: boolean }
   | { cmd: 'infer-rtt'; peer: string; count: number }
   /** Benchmark baseline: receive `bytes` over a bare libp2p stream (same transport, no agentjet protocol). */
   | { cmd: 'blast-receive'; peer: string; bytes: number }
@@ -71,8 +72,10 @@ async function run(command: PeerCommand, swarmNode: SwarmNode): Promise<unknown>
         chunkSize: command.chunkSize,
         announce: false,
       });
-    case 'fetch-weights':
-      return (await swarmNode.weights.fetch(command.signed, { providers: command.providers, destPath: command.destPath })).stats;
+    case 'fetch-weights': {
+      const { stats, chunksByPath } = await swarmNode.weights.fetch(command.signed, { providers: command.providers, destPath: command.destPath, direct: command.direct });
+      return { stats, chunksByPath };
+    }
     case 'infer-rtt': {
       const rtts: number[] = [];
       for (let i = 0; i < command.count; i++) {

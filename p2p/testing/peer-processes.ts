@@ -1,5 +1,5 @@
 /** Parent side of peer-process.ts: start peers as child processes and send them commands. */
-import { fork } from 'node:child_process';
+import { fork, spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import type { SwarmNodeOptions } from '../node/node.ts';
@@ -26,8 +26,20 @@ export interface PeerProcess {
   stop(): Promise<void>;
 }
 
-export async function startPeerProcess(options: SwarmNodeOptions & { roles?: string[] }): Promise<PeerProcess> {
-  const child = fork(script, [JSON.stringify(options)], { execArgv: ['--import', 'tsx'], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+export interface PeerProcessOptions extends SwarmNodeOptions {
+  roles?: string[];
+  /** Run the peer inside this network namespace (`ip netns exec`; needs root). */
+  netns?: string;
+}
+
+export async function startPeerProcess(options: PeerProcessOptions): Promise<PeerProcess> {
+  const { netns, ...nodeOptions } = options;
+  const args = [script, JSON.stringify(nodeOptions)];
+  const stdio: ['ignore', 'inherit', 'inherit', 'ipc'] = ['ignore', 'inherit', 'inherit', 'ipc'];
+  // `ip netns exec` replaces itself with node and keeps the IPC channel's descriptor and environment.
+  const child = netns
+    ? spawn('ip', ['netns', 'exec', netns, process.execPath, '--import', 'tsx', ...args], { stdio })
+    : fork(script, args.slice(1), { execArgv: ['--import', 'tsx'], stdio });
   const pending = new Map<number, { resolve: (value: unknown) => void; reject: (err: Error) => void }>();
   let nextId = 0;
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));

@@ -25,6 +25,8 @@ export const MAX_SIGNED_MANIFEST_BYTES = 1024 * 1024;
 export const CHUNKS_PER_REQUEST = 16;
 /** Streams in flight during one fetch (overlaps hashing and disk writes with the network). */
 export const FETCH_CONCURRENCY = 2;
+/** Chunks that arrive ahead of the whole-blob hash wait in memory up to this; beyond it they are re-read from disk. */
+export const MAX_HELD_OUT_OF_ORDER_BYTES = 64 * 1024 * 1024;
 /** Tries per chunk before the fetch fails: a corrupted chunk is retried, preferably from another provider. */
 export const MAX_CHUNK_ATTEMPTS = 4;
 /** Failed streams before a provider is dropped from this fetch. */
@@ -34,3 +36,7 @@ export const WEIGHTS_READ_TIMEOUT_MS = 30_000;
 /** The request is small JSON (ids and up to CHUNKS_PER_REQUEST… indices). */
 export const MAX_WEIGHTS_REQUEST_BYTES = 64 * 1024;
 export const MAX_WEIGHTS_INBOUND_STREAMS = 64;
+/** A direct-channel offer waits this long for its fetcher; a fetcher waits this long to connect before falling back. */
+export const DIRECT_CONNECT_TIMEOUT_MS = 5_000;
+/** Direct-channel offers open at once on a provider; beyond it fetchers are sent to the libp2p stream. */
+export const MAX_DIRECT_OFFERS = 32;

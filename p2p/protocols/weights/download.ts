@@ -4,13 +4,14 @@
  * Chunks land in a partial file next to the destination (named after the blob's hash, so different
  * versions never mix). On a restart every chunk already in the partial file is re-hashed, and the ones that
  * verify are kept: no bookkeeping file can disagree with the data. Each received chunk is hashed before it
- * is written; a bad one is re-queued, preferably for another provider. Only when the whole blob verifies is
- * the partial file renamed onto `destPath` (atomic on one file system).
+ * is written; a bad one is re-queued, preferably for another provider. The whole-blob hash is fed in index
+ * order while chunks arrive (no second pass over the file). Only when the whole blob verifies is the partial
+ * file renamed onto `destPath` (atomic on one file system).
  */
 import { createHash } from 'node:crypto';
-import { open, rename, rm, stat } from 'node:fs/promises';
+import { open, rename, rm } from 'node:fs/promises';
 import type { FileHandle } from 'node:fs/promises';
-import { CHUNKS_PER_REQUEST, FETCH_CONCURRENCY, MAX_CHUNK_ATTEMPTS, MAX_PROVIDER_FAILURES } from './constants.ts';
+import { CHUNKS_PER_REQUEST, FETCH_CONCURRENCY, MAX_CHUNK_ATTEMPTS, MAX_HELD_OUT_OF_ORDER_BYTES, MAX_PROVIDER_FAILURES } from './constants.ts';
 import { BlobHashMismatchError, ChunkHashMismatchError, NoProviderError } from './errors.ts';
 import { readExactly } from './manifest.ts';
 import type { WeightsManifest } from './manifest.ts';
@@ -50,14 +51,17 @@ export async function downloadBlob(options: DownloadOptions): Promise<DownloadSt
   const partialPath = partialPathFor(destPath, manifest);
   const stats: DownloadStats = { chunksFetched: 0, chunksReused: 0, chunksRejected: 0, bytesFetched: 0 };
   const { handle, existed } = await openPartial(partialPath, manifest.totalBytes);
+  let digest: string;
   try {
-    const pending = existed ? await findMissingChunks(handle, manifest, stats) : manifest.chunks.map((c) => c.index);
-    await fetchMissing(handle, pending, stats, options);
+    const whole = new WholeBlobHash(manifest, handle);
+    const pending = existed ? await findMissingChunks(handle, manifest, stats, whole) : manifest.chunks.map((c) => c.index);
+    await fetchMissing(handle, pending, stats, options, whole);
+    digest = await whole.digest();
     await handle.sync();
   } finally {
     await handle.close();
   }
-  if ((await hashFile(partialPath)) !== manifest.sha256) {
+  if (digest !== manifest.sha256) {
     await rm(partialPath, { force: true });
     throw new BlobHashMismatchError('every chunk verified but the whole blob does not match the manifest');
   }
@@ -80,19 +84,21 @@ async function openPartial(path: string, totalBytes: number): Promise<{ handle: 
 }
 
 /** Resume: keep every chunk of the partial file whose bytes already hash right. */
-async function findMissingChunks(handle: FileHandle, manifest: WeightsManifest, stats: DownloadStats): Promise<number[]> {
+async function findMissingChunks(handle: FileHandle, manifest: WeightsManifest, stats: DownloadStats, whole: WholeBlobHash): Promise<number[]> {
   const buffer = new Uint8Array(manifest.chunkSize);
   const missing: number[] = [];
   for (const chunk of manifest.chunks) {
     await readExactly(handle, buffer, chunk.bytes, chunk.index * manifest.chunkSize);
     const digest = createHash('sha256').update(buffer.subarray(0, chunk.bytes)).digest('hex');
-    if (digest === chunk.sha256) stats.chunksReused += 1;
-    else missing.push(chunk.index);
+    if (digest === chunk.sha256) {
+      stats.chunksReused += 1;
+      await whole.landed(chunk.index);
+    } else missing.push(chunk.index);
   }
   return missing;
 }
 
-async function fetchMissing(handle: FileHandle, pending: number[], stats: DownloadStats, options: DownloadOptions): Promise<void> {
+async function fetchMissing(handle: FileHandle, pending: number[], stats: DownloadStats, options: DownloadOptions, whole: WholeBlobHash): Promise<void> {
   const { manifest, providers, signal } = options;
   const queue = [...pending];
   const attempts = new Map<number, number>();
@@ -126,6 +132,7 @@ async function fetchMissing(handle: FileHandle, pending: number[], stats: Downlo
       return;
     }
     await handle.write(bytes, 0, bytes.byteLength, index * manifest.chunkSize);
+    await whole.landed(index, bytes);
     stats.chunksFetched += 1;
     stats.bytesFetched += bytes.byteLength;
     options.onChunk?.(index, stats);
@@ -173,20 +180,52 @@ async function fetchMissing(handle: FileHandle, pending: number[], stats: Downlo
   if (queue.length > 0) throw new NoProviderError('chunks are still missing');
 }
 
-export async function hashFile(path: string): Promise<string> {
-  const hash = createHash('sha256');
-  const handle = await open(path, 'r');
-  try {
-    const size = (await stat(path)).size;
-    const buffer = new Uint8Array(4 * 1024 * 1024);
-    for (let offset = 0; offset < size; ) {
-      const { bytesRead } = await handle.read(buffer, 0, buffer.byteLength, offset);
-      if (bytesRead === 0) break;
-      hash.update(buffer.subarray(0, bytesRead));
-      offset += bytesRead;
-    }
-  } finally {
-    await handle.close();
+/**
+ * sha256 of the whole blob, fed in index order as chunks land. A chunk that lands early waits in memory
+ * (up to MAX_HELD_OUT_OF_ORDER_BYTES in all) or else is read back from the partial file when its turn comes.
+ */
+class WholeBlobHash {
+  private readonly hash = createHash('sha256');
+  private next = 0;
+  /** Landed ahead of `next`: the bytes, or null when they are only on disk. */
+  private readonly early = new Map<number, Uint8Array | null>();
+  private heldBytes = 0;
+  /** Feeding is serialized: chunks land from concurrent workers. */
+  private feeding: Promise<void> = Promise.resolve();
+
+  constructor(
+    private readonly manifest: WeightsManifest,
+    private readonly handle: FileHandle,
+  ) {}
+
+  /** A verified chunk is in the partial file (`bytes`, when given, are its content). */
+  landed(index: number, bytes?: Uint8Array): Promise<void> {
+    const held = bytes && this.heldBytes + bytes.byteLength <= MAX_HELD_OUT_OF_ORDER_BYTES ? bytes : null;
+    if (held) this.heldBytes += held.byteLength;
+    this.early.set(index, held);
+    this.feeding = this.feeding.then(() => this.feed());
+    return this.feeding;
   }
-  return hash.digest('hex');
+
+  /** The hex digest; every chunk must have landed. */
+  async digest(): Promise<string> {
+    await this.feeding;
+    if (this.next !== this.manifest.chunks.length) throw new BlobHashMismatchError(`chunk ${this.next} never landed`);
+    return this.hash.digest('hex');
+  }
+
+  private async feed(): Promise<void> {
+    while (this.early.has(this.next)) {
+      let bytes = this.early.get(this.next);
+      this.early.delete(this.next);
+      if (bytes) this.heldBytes -= bytes.byteLength;
+      else {
+        const chunk = this.manifest.chunks[this.next];
+        bytes = new Uint8Array(chunk.bytes);
+        await readExactly(this.handle, bytes, chunk.bytes, chunk.index * this.manifest.chunkSize);
+      }
+      this.hash.update(bytes);
+      this.next += 1;
+    }
+  }
 }

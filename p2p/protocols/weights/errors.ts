@@ -29,3 +29,13 @@ export class UnknownBlobError extends Error {
 export class NoProviderError extends Error {
   override name = 'NoProviderError';
 }
+
+/** A record on the direct channel did not authenticate (wrong key, tampered or truncated bytes). */
+export class SealedRecordError extends Error {
+  override name = 'SealedRecordError';
+}
+
+/** The direct channel cannot be used (the provider offers none, or its endpoint is unreachable): use the libp2p stream. */
+export class DirectChannelUnavailableError extends Error {
+  override name = 'DirectChannelUnavailableError';
+}

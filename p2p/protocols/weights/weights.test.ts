@@ -3,7 +3,7 @@ import { readFile, readdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { eventually, testNodes } from '../../testing/nodes.ts';
-import type { SwarmNode } from '../../node/node.ts';
+import type { SwarmNode, SwarmNodeOptions } from '../../node/node.ts';
 import type { ManifestAnnouncement } from './weights.ts';
 import { signManifest } from './manifest.ts';
 import { generateKeyPair } from '@libp2p/crypto/keys';
@@ -15,9 +15,9 @@ afterEach(() => nodes.cleanup());
 const CHUNK = 64 * 1024;
 const BLOB_BYTES = 20 * CHUNK + 123; // a short last chunk
 
-async function connected(count: number): Promise<SwarmNode[]> {
+async function connected(count: number, options: Partial<SwarmNodeOptions> = {}): Promise<SwarmNode[]> {
   const list: SwarmNode[] = [];
-  for (let i = 0; i < count; i++) list.push(await nodes.start());
+  for (let i = 0; i < count; i++) list.push(await nodes.start(options));
   for (const [i, node] of list.entries()) for (const other of list.slice(0, i)) await node.dial(other.multiaddrs()[0]);
   return list;
 }
@@ -40,6 +40,7 @@ describe('/agentjet/weights/1', () => {
     const result = await fetcher.weights.fetch(announcement.signed, { destPath });
     expect(Buffer.from(await readFile(destPath)).equals(blob)).toBe(true);
     expect(result.stats).toMatchObject({ chunksFetched: 21, chunksReused: 0, chunksRejected: 0, bytesFetched: BLOB_BYTES });
+    expect(result.chunksByPath).toEqual({ direct: 21, libp2p: 0 }); // the bulk bytes took the direct channel
     expect(await readdir(dir)).toEqual(['tiny-v3.bin']); // no partial file left behind
   });
 
@@ -128,5 +129,32 @@ describe('/agentjet/weights/1', () => {
     publisher.weights.unserve('tiny', 1);
     const destPath = join(await nodes.tempDir(), 'out.bin');
     await expect(fetcher.weights.fetch(signed, { providers: [publisher.peerId], destPath })).rejects.toMatchObject({ name: 'NoProviderError' });
+  });
+
+  describe('when the direct channel is not available', () => {
+    const fetchFrom = async (publisher: SwarmNode, fetcher: SwarmNode, options: { direct?: boolean } = {}) => {
+      const blob = randomBytes(BLOB_BYTES);
+      const signed = await publisher.weights.publish({ model: 'tiny', version: 1, source: { bytes: blob }, chunkSize: CHUNK, announce: false });
+      const destPath = join(await nodes.tempDir(), 'out.bin');
+      const result = await fetcher.weights.fetch(signed, { providers: [publisher.peerId], destPath, ...options });
+      expect(Buffer.from(await readFile(destPath)).equals(blob)).toBe(true);
+      return result;
+    };
+
+    it('falls back to the libp2p stream when the provider offers none', async () => {
+      const [publisher, fetcher] = await connected(2, { weights: { directTransfer: false } });
+      expect((await fetchFrom(publisher, fetcher)).chunksByPath).toEqual({ direct: 0, libp2p: 21 });
+    });
+
+    it('falls back to the libp2p stream when the offered endpoint cannot be reached', async () => {
+      // The provider's direct listener is bound where the fetcher cannot reach it (as behind a firewall).
+      const [publisher, fetcher] = await connected(2, { weights: { directHost: '127.0.0.2', directConnectTimeoutMs: 2_000 } });
+      expect((await fetchFrom(publisher, fetcher)).chunksByPath).toEqual({ direct: 0, libp2p: 21 });
+    });
+
+    it('keeps every byte on the libp2p stream when the fetcher asks for that', async () => {
+      const [publisher, fetcher] = await connected(2);
+      expect((await fetchFrom(publisher, fetcher, { direct: false })).chunksByPath).toEqual({ direct: 0, libp2p: 21 });
+    });
   });
 });

@@ -3,7 +3,9 @@
  *
  * A publisher hashes its blob into a manifest, signs it with its node key and announces it on the swarm's
  * weights topic. A fetcher verifies the signature before asking anybody for a byte, then pulls chunks from
- * one or more providers (see download.ts for verification, resume and the atomic hand-over).
+ * one or more providers (see download.ts for verification, resume and the atomic hand-over). The chunk
+ * bytes travel on a one-time direct channel that the provider offers over this protocol (direct.ts), or on
+ * the libp2p stream itself when that channel cannot be set up.
  */
 import type { Connection, Libp2p, PeerId, PrivateKey, Stream } from '@libp2p/interface';
 import type { GossipSub, Message } from '@libp2p/gossipsub';
@@ -19,6 +21,7 @@ import { InvalidRequestError, UnsupportedVersionError } from '../shared/errors.t
 import { toPeerId } from '../shared/service.ts';
 import type { ViolationTracker } from '../shared/violations.ts';
 import {
+  DIRECT_CONNECT_TIMEOUT_MS,
   MAX_CHUNK_BYTES,
   MAX_SIGNED_MANIFEST_BYTES,
   MAX_WEIGHTS_INBOUND_STREAMS,
@@ -30,18 +33,25 @@ import {
 } from './constants.ts';
 import { downloadBlob } from './download.ts';
 import type { ChunkProvider, DownloadStats } from './download.ts';
-import { ChunkHashMismatchError, InvalidManifestError, UnknownBlobError } from './errors.ts';
+import { DirectOffers, receiveDirect } from './direct.ts';
+import type { DirectOffer } from './direct.ts';
+import { ChunkHashMismatchError, DirectChannelUnavailableError, InvalidManifestError, UnknownBlobError } from './errors.ts';
 import { buildManifest, readExactly, signManifest, verifyManifest } from './manifest.ts';
-import type { BlobSource, WeightsManifest , SignedManifest} from './manifest.ts';
+import type { BlobSource, WeightsManifest, SignedManifest } from './manifest.ts';
 import { WeightsRequest, WeightsResponseFrame } from './wire.ts';
 
 export interface WeightsInit {
   readTimeoutMs?: number;
   maxInboundStreams?: number;
+  /** Offer fetchers a direct channel for chunk bytes (default true); when false they use the libp2p stream. */
+  directTransfer?: boolean;
+  /** Address the direct channel listens on; default every interface. */
+  directHost?: string;
+  directConnectTimeoutMs?: number;
 }
 
 export interface WeightsComponents {
-  libp2p: Pick<Libp2p, 'handle' | 'unhandle' | 'dialProtocol'>;
+  libp2p: Pick<Libp2p, 'handle' | 'unhandle' | 'dialProtocol' | 'getConnections'>;
   violations: ViolationTracker;
   privateKey: PrivateKey;
   peerId: PeerId;
@@ -64,12 +74,16 @@ export interface FetchWeightsOptions {
   /** Require this signer (e.g. the server peer that trains the model). */
   expectedSigner?: string;
   onChunk?: (index: number, stats: DownloadStats) => void;
+  /** Ask providers for the direct channel (default true); false keeps every byte on the libp2p stream. */
+  direct?: boolean;
 }
 
 export interface FetchWeightsResult {
   path: string;
   manifest: WeightsManifest;
   stats: DownloadStats;
+  /** Verified or not, chunks received per path: the direct channel or the libp2p stream. */
+  chunksByPath: { direct: number; libp2p: number };
 }
 
 interface ServedBlob {
@@ -80,6 +94,12 @@ interface ServedBlob {
 
 const blobKey = (model: string, version: number) => `${model}@${version}`;
 
+/** The direct channel cannot be had from this provider: it offers none, cannot be reached, or predates it. */
+function directUnavailable(err: unknown): boolean {
+  if (err instanceof DirectChannelUnavailableError) return true;
+  return err instanceof RemoteError && (err.remoteName === 'DirectChannelUnavailableError' || err.remoteName === 'InvalidRequestError');
+}
+
 export class WeightsProtocol {
   readonly topic: string;
   private readonly served = new Map<string, ServedBlob>();
@@ -88,6 +108,9 @@ export class WeightsProtocol {
   private readonly listeners = new Set<(announcement: ManifestAnnouncement) => void>();
   private readonly readTimeoutMs: number;
   private readonly maxInboundStreams: number;
+  private readonly directTransfer: boolean;
+  private readonly directTimeouts: { connectTimeoutMs: number; idleTimeoutMs: number };
+  private readonly directOffers: DirectOffers;
   private started = false;
 
   constructor(
@@ -97,6 +120,9 @@ export class WeightsProtocol {
     this.topic = weightsTopic(components.swarmName);
     this.readTimeoutMs = init.readTimeoutMs ?? WEIGHTS_READ_TIMEOUT_MS;
     this.maxInboundStreams = init.maxInboundStreams ?? MAX_WEIGHTS_INBOUND_STREAMS;
+    this.directTransfer = init.directTransfer ?? true;
+    this.directTimeouts = { connectTimeoutMs: init.directConnectTimeoutMs ?? DIRECT_CONNECT_TIMEOUT_MS, idleTimeoutMs: this.readTimeoutMs };
+    this.directOffers = new DirectOffers(this.directTimeouts, init.directHost);
   }
 
   async start(): Promise<void> {
@@ -123,6 +149,7 @@ export class WeightsProtocol {
       // gossipsub may already be stopped with the node.
     }
     await this.components.libp2p.unhandle(WEIGHTS_PROTOCOL);
+    this.directOffers.closeAll();
   }
 
   /** Hash, sign, serve and (by default) announce a blob of ours. Returns the signed manifest. */
@@ -182,31 +209,77 @@ export class WeightsProtocol {
       throw new InvalidManifestError(`signed by ${signed.signer}, expected ${options.expectedSigner}`);
     }
     const providerIds = options.providers ?? this.providers(manifest.sha256);
+    const chunksByPath = { direct: 0, libp2p: 0 };
     const stats = await downloadBlob({
       manifest,
       destPath: options.destPath,
-      providers: providerIds.map((id) => this.chunkProvider(toPeerId(id), manifest)),
+      providers: providerIds.map((id) => this.chunkProvider(toPeerId(id), manifest, options.direct ?? true, chunksByPath)),
       signal: options.signal,
       onChunk: options.onChunk,
       onRejected: (providerId) =>
         this.components.violations.record(toPeerId(providerId), new ChunkHashMismatchError('corrupted chunk')),
     });
-    return { path: options.destPath, manifest, stats };
+    return { path: options.destPath, manifest, stats, chunksByPath };
   }
 
-  private chunkProvider(peer: PeerId, manifest: WeightsManifest): ChunkProvider {
+  /**
+   * One provider of one fetch. Each batch goes over the direct channel while that works; once the provider
+   * offers none or cannot be reached, this fetch uses the libp2p stream for it.
+   */
+  private chunkProvider(peer: PeerId, manifest: WeightsManifest, direct: boolean, chunksByPath: FetchWeightsResult['chunksByPath']): ChunkProvider {
+    let useDirect = direct;
+    const blob = { model: manifest.model, version: manifest.version, sha256: manifest.sha256 };
     return {
       id: peer.toString(),
       fetchChunks: async (indices, onChunk, signal) => {
-        const request = { op: 'chunks' as const, model: manifest.model, version: manifest.version, sha256: manifest.sha256, indices };
-        await this.exchange(peer, request, signal, async (frame, frames) => {
+        if (useDirect) {
+          try {
+            await this.fetchDirect(peer, { op: 'direct', ...blob, indices }, signal, (index, bytes) => {
+              chunksByPath.direct += 1;
+              return onChunk(index, bytes);
+            });
+            return;
+          } catch (err) {
+            if (!directUnavailable(err)) throw err;
+            useDirect = false;
+          }
+        }
+        await this.exchange(peer, { op: 'chunks', ...blob, indices }, signal, async (frame, frames) => {
           if (frame.t !== 'chunk') throw new InvalidManifestError('expected a chunk frame');
           const bytes = await frames.read(signal);
           if (!bytes || bytes.byteLength !== frame.bytes) throw new UnexpectedEndOfStreamError('chunk body missing or of the wrong size');
+          chunksByPath.libp2p += 1;
           await onChunk(frame.index, bytes);
         });
       },
     };
+  }
+
+  /** Ask for an offer over the libp2p stream, then receive the chunks on the direct channel. */
+  private async fetchDirect(
+    peer: PeerId,
+    request: Extract<WeightsRequest, { op: 'direct' }>,
+    signal: AbortSignal | undefined,
+    onChunk: (index: number, bytes: Uint8Array) => Promise<void>,
+  ): Promise<void> {
+    let offer: DirectOffer | undefined;
+    await this.exchange(peer, request, signal, async (frame) => {
+      if (frame.t !== 'direct') throw new InvalidManifestError('expected a direct-channel offer');
+      offer = { port: frame.port, key: frame.key };
+    });
+    if (!offer) throw new UnexpectedEndOfStreamError('no direct-channel offer in the response');
+    const host = this.hostOf(peer);
+    if (!host) throw new DirectChannelUnavailableError('the connection to the provider has no IP address');
+    await receiveDirect({ host, offer, ...this.directTimeouts, maxChunkBytes: MAX_CHUNK_BYTES, signal, onChunk });
+  }
+
+  /** The provider's IP address as our libp2p connection to it sees it. */
+  private hostOf(peer: PeerId): string | undefined {
+    for (const connection of this.components.libp2p.getConnections(peer)) {
+      const ip = connection.remoteAddr.getComponents().find((c) => c.name === 'ip4' || c.name === 'ip6');
+      if (ip?.value) return ip.value;
+    }
+    return undefined;
   }
 
   /** One client exchange: send the request, hand each response frame to `onFrame` until `end`. */
@@ -265,7 +338,13 @@ export class WeightsProtocol {
           throw new UnknownBlobError(`not serving ${request.model}@${request.version}`);
         }
         if (request.op === 'manifest') await frames.writeJson({ t: 'manifest', signed: blob.signed }, cancelled.signal);
-        else await this.sendChunks(frames, blob, request.indices, cancelled.signal);
+        else if (request.op === 'direct') await frames.writeJson({ t: 'direct', ...(await this.offerDirect(blob, request.indices)) }, cancelled.signal);
+        else {
+          await this.readChunks(blob, request.indices, async (index, bytes) => {
+            await frames.writeJson({ t: 'chunk', index, bytes: bytes.byteLength }, cancelled.signal);
+            await frames.write(bytes, cancelled.signal);
+          });
+        }
         await frames.writeJson({ t: 'end' }, cancelled.signal);
         await frames.close();
       } catch (err) {
@@ -276,25 +355,39 @@ export class WeightsProtocol {
     }
   }
 
-  private async sendChunks(frames: FrameStream, blob: ServedBlob, indices: number[], signal: AbortSignal): Promise<void> {
+  private async offerDirect(blob: ServedBlob, indices: number[]): Promise<DirectOffer> {
+    if (!this.directTransfer) throw new DirectChannelUnavailableError('this peer offers no direct channel');
+    for (const index of indices) if (!blob.manifest.chunks[index]) throw new InvalidRequestError(`no chunk ${index}`);
+    return this.directOffers.offer(async (writer) => {
+      await this.readChunks(blob, indices, (index, bytes) => writer.chunk(index, bytes));
+      await writer.end();
+    });
+  }
+
+  /** Read the requested chunks of a served blob in order and hand each to `deliver`; the next read overlaps the delivery. */
+  private async readChunks(blob: ServedBlob, indices: number[], deliver: (index: number, bytes: Uint8Array) => Promise<void>): Promise<void> {
     const { manifest, source } = blob;
-    let handle: FileHandle | undefined;
+    for (const index of indices) if (!manifest.chunks[index]) throw new InvalidRequestError(`no chunk ${index}`);
+    const handle = 'path' in source ? await open(source.path, 'r') : undefined;
+    const read = async (index: number): Promise<Uint8Array> => {
+      const chunk = manifest.chunks[index];
+      const offset = index * manifest.chunkSize;
+      if ('bytes' in source) return source.bytes.subarray(offset, offset + chunk.bytes);
+      const bytes = new Uint8Array(chunk.bytes);
+      await readExactly(handle as FileHandle, bytes, chunk.bytes, offset);
+      return bytes;
+    };
+    let next: Promise<Uint8Array> | undefined;
     try {
-      if ('path' in source) handle = await open(source.path, 'r');
-      for (const index of indices) {
-        const chunk = manifest.chunks[index];
-        if (!chunk) throw new InvalidRequestError(`no chunk ${index}`);
-        const offset = index * manifest.chunkSize;
-        let bytes: Uint8Array;
-        if ('bytes' in source) bytes = source.bytes.subarray(offset, offset + chunk.bytes);
-        else {
-          bytes = new Uint8Array(chunk.bytes);
-          await readExactly(handle as FileHandle, bytes, chunk.bytes, offset);
-        }
-        await frames.writeJson({ t: 'chunk', index, bytes: bytes.byteLength }, signal);
-        await frames.write(bytes, signal);
+      next = indices.length > 0 ? read(indices[0]) : undefined;
+      for (const [i, index] of indices.entries()) {
+        const bytes = await (next as Promise<Uint8Array>);
+        next = i + 1 < indices.length ? read(indices[i + 1]) : undefined;
+        await deliver(index, bytes);
       }
     } finally {
+      // A read still running when delivery failed must finish (and fail quietly) before the file closes.
+      await next?.catch(() => undefined);
       await handle?.close();
     }
   }

@@ -162,8 +162,9 @@ function chatRelay(
     const key = bearerToken(req);
     const episode = key ? init.remote.findByKey(key) : undefined;
     if (!episode) return localHandler(req, res, ctx);
-    if (episode.gone) throw peerGone(episode.episodeId, episode.peerId, episode.gone);
     const body = parseObject(await readBody(req, INFER_BODY_LIMIT));
+    // A server peer that dropped a moment ago is waited for (its grace period); a gone one is PeerGoneError.
+    await init.remote.reachable(episode);
     await relayCompletion(init, episode, body, req, res);
   });
   return router;

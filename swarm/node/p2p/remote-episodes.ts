@@ -4,10 +4,12 @@
  * everything else to the local routers untouched.
  *
  * An episode is begun on the least-loaded connected peer that announces the model; its API key (minted by that
- * server peer) is the registry's key for relaying gateway calls. When the server peer drops, its episodes here
- * are marked gone: the agent's next call (or the runner's end) gets PeerGoneError, and the next episode goes to
- * another peer.
+ * server peer) is the registry's key for relaying gateway calls. When the server peer drops, its episodes wait
+ * for it through a grace period (the node redials it with backoff meanwhile): calls made in that time wait for
+ * the reconnection. A peer not back by then, or one that left the swarm while connected, makes its episodes
+ * gone: the agent's next call (or the runner's end) gets PeerGoneError, and the next episode goes to another peer.
  */
+import { peerIdFromString } from '@libp2p/peer-id';
 import type { PresenceEntry, SwarmNode } from '../../../p2p/index.ts';
 import type { CreateEpisodeRequest } from '../../common/swarm-api.ts';
 import { HttpError } from '../http/errors.ts';
@@ -17,6 +19,25 @@ import { EpisodeRpcAnswer, type EpisodeRpc } from './wire.ts';
 
 /** How many remote episodes are remembered after they end (late calls still reach their server). */
 const REMEMBERED_EPISODES = 10_000;
+/** How long a dropped server peer has to come back before its episodes are aborted. */
+export const PEER_GRACE_MS = 15_000;
+/** Redials of a dropped server peer within the grace: 250 ms, 500 ms, 1 s, … capped at REDIAL_MAX_MS. */
+const REDIAL_FIRST_MS = 250;
+const REDIAL_MAX_MS = 4_000;
+/** After a failed RPC: a peer that does not answer a ping within this is treated as dropped. */
+const PING_TIMEOUT_MS = 2_000;
+
+export interface RemoteEpisodesInit {
+  graceMs?: number;
+}
+
+/** A server peer that dropped with episodes here, within its grace period. */
+interface AwayPeer {
+  /** Resolves true when it is back, false when the grace ran out. */
+  back: Promise<boolean>;
+  settle: (back: boolean) => void;
+  timer: NodeJS.Timeout;
+}
 
 export interface RemoteEpisode {
   episodeId: string;
@@ -40,15 +61,54 @@ export interface AnnouncedModel {
 export class RemoteEpisodes {
   private readonly byId = new Map<string, RemoteEpisode>();
   private readonly byKey = new Map<string, RemoteEpisode>();
+  private readonly away = new Map<string, AwayPeer>();
+  private readonly graceMs: number;
+  private closed = false;
 
   constructor(
     private readonly node: SwarmNode,
     private readonly log: Logger,
+    init: RemoteEpisodesInit = {},
   ) {
-    node.libp2p.addEventListener('peer:disconnect', (event) =>
-      this.peerLeft(event.detail.toString(), 'disconnected'),
-    );
-    node.presence.on('leave', (entry) => this.peerLeft(entry.peerId, 'left the swarm'));
+    this.graceMs = init.graceMs ?? PEER_GRACE_MS;
+    node.libp2p.addEventListener('peer:disconnect', this.onDisconnect);
+    node.libp2p.addEventListener('peer:connect', this.onConnect);
+    node.presence.on('leave', (entry) => {
+      // Silent while disconnected: the grace decides. Silent while connected: it really left.
+      if (this.isConnected(entry.peerId)) this.peerLeft(entry.peerId, 'left the swarm');
+      else this.startGrace(entry.peerId);
+    });
+  }
+
+  /** Stop the grace timers and redials (the node is stopping). */
+  close(): void {
+    this.closed = true;
+    this.node.libp2p.removeEventListener('peer:disconnect', this.onDisconnect);
+    this.node.libp2p.removeEventListener('peer:connect', this.onConnect);
+    for (const [peerId, away] of this.away) {
+      clearTimeout(away.timer);
+      away.settle(false);
+      this.away.delete(peerId);
+    }
+  }
+
+  /** Whether the server peer of this episode is within its grace period (dropped, not yet given up). */
+  isAway(episode: RemoteEpisode): boolean {
+    return this.away.has(episode.peerId);
+  }
+
+  /**
+   * Wait (up to the grace) for the episode's server peer if it dropped; PeerGoneError when it is gone or does
+   * not come back in time.
+   */
+  async reachable(episode: RemoteEpisode): Promise<void> {
+    const tracked = this.byId.get(episode.episodeId) ?? episode;
+    const away = this.away.get(tracked.peerId);
+    if (away && !tracked.gone) await away.back;
+    if (tracked.gone) {
+      episode.gone ??= tracked.gone;
+      throw peerGone(episode.episodeId, episode.peerId, tracked.gone);
+    }
   }
 
   findByKey(apiKey: string): RemoteEpisode | undefined {
@@ -133,16 +193,33 @@ export class RemoteEpisodes {
 
   /** Marks the episode gone after a failed relay (the server peer did not answer). */
   markGone(episode: RemoteEpisode, why: string): void {
-    episode.gone ??= why;
+    const tracked = this.byId.get(episode.episodeId);
+    if (tracked) tracked.gone ??= why;
+    episode.gone ??= tracked?.gone ?? why;
   }
 
+  /** An RPC about an episode; a drop within the grace is waited out and the RPC sent again once. */
   private async callFor(episode: RemoteEpisode, rpc: EpisodeRpc): Promise<Record<string, unknown>> {
-    if (episode.gone) throw peerGone(episode.episodeId, episode.peerId, episode.gone);
+    await this.reachable(episode);
     try {
       return await this.call(episode.peerId, rpc);
     } catch (err) {
       if (err instanceof HttpError) throw err;
-      this.markGone(episode, `it did not answer: ${(err as Error).name}`);
+      let failure = err as Error;
+      if (!(await this.answersPing(episode.peerId))) {
+        // The connection died under the call (its disconnect may not even be reported yet): close it, so that
+        // the peer gets its grace and a fresh connection.
+        await this.node.libp2p.hangUp(peerIdFromString(episode.peerId)).catch(() => undefined);
+        this.startGrace(episode.peerId);
+        await this.reachable(episode);
+        try {
+          return await this.call(episode.peerId, rpc);
+        } catch (retryErr) {
+          if (retryErr instanceof HttpError) throw retryErr;
+          failure = retryErr as Error;
+        }
+      }
+      this.markGone(episode, `it did not answer: ${failure.name}`);
       throw peerGone(episode.episodeId, episode.peerId, episode.gone!);
     }
   }
@@ -162,6 +239,58 @@ export class RemoteEpisodes {
       const oldest = this.byId.values().next().value!;
       this.byId.delete(oldest.episodeId);
       this.byKey.delete(oldest.apiKey);
+    }
+  }
+
+  private readonly onDisconnect = (event: CustomEvent<{ toString(): string }>): void => this.startGrace(event.detail.toString());
+
+  private readonly onConnect = (event: CustomEvent<{ toString(): string }>): void => {
+    const peerId = event.detail.toString();
+    const away = this.away.get(peerId);
+    if (!away) return;
+    clearTimeout(away.timer);
+    this.away.delete(peerId);
+    this.log.info('server peer back within the grace period: its episodes go on', { peer: peerId });
+    away.settle(true);
+  };
+
+  private async answersPing(peerId: string): Promise<boolean> {
+    if (!this.isConnected(peerId)) return false;
+    try {
+      await this.node.libp2p.services.ping.ping(peerIdFromString(peerId), { signal: AbortSignal.timeout(PING_TIMEOUT_MS) });
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
+  private isConnected(peerId: string): boolean {
+    return this.node.connectedPeers().includes(peerId);
+  }
+
+  /** A server peer with live episodes here dropped: give it the grace period, redialling it meanwhile. */
+  private startGrace(peerId: string): void {
+    if (this.closed || this.away.has(peerId) || this.isConnected(peerId)) return;
+    if (![...this.byId.values()].some((episode) => episode.peerId === peerId && !episode.gone)) return;
+    const { promise, resolve } = Promise.withResolvers<boolean>();
+    const timer = setTimeout(() => {
+      this.away.delete(peerId);
+      this.peerLeft(peerId, `disconnected for more than ${this.graceMs} ms`);
+      resolve(false);
+    }, this.graceMs);
+    this.away.set(peerId, { back: promise, settle: resolve, timer });
+    this.log.warn('server peer dropped: its episodes wait for it', { peer: peerId, graceMs: this.graceMs });
+    void this.redial(peerId);
+  }
+
+  /** Dial the dropped peer with backoff until it is back or its grace ends (the node's own redials may win). */
+  private async redial(peerId: string): Promise<void> {
+    let delay = REDIAL_FIRST_MS;
+    while (this.away.has(peerId) && !this.closed) {
+      await new Promise((resolve) => setTimeout(resolve, delay));
+      if (!this.away.has(peerId) || this.closed) return;
+      await this.node.libp2p.dial(peerIdFromString(peerId), { signal: AbortSignal.timeout(delay * 2) }).catch(() => undefined);
+      delay = Math.min(delay * 2, REDIAL_MAX_MS);
     }
   }
 

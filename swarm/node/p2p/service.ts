@@ -64,7 +64,7 @@ export async function startP2pService(host: P2pHost, settings: ResolvedP2p): Pro
   });
   const gatewayUrl = () => host.urls.gateway;
   serveSwarmProtocols({ node, serving: host.serving, db: host.db, gatewayUrl, log });
-  const remote = new RemoteEpisodes(node, log);
+  const remote = new RemoteEpisodes(node, log, { graceMs: settings.peerGraceMs });
   mountRelayRoutes({
     node,
     remote,
@@ -140,6 +140,7 @@ export async function startP2pService(host: P2pHost, settings: ResolvedP2p): Pro
     (stopping ??= (async () => {
       for (const off of offStateChanges) off();
       weights.close();
+      remote.close();
       await node.stop();
     })());
   host.onStop(stop);

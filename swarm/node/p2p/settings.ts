@@ -23,6 +23,8 @@ export interface P2pOptions {
   mirror?: string[];
   /** Presence period (ms); default p2p's. */
   presenceIntervalMs?: number;
+  /** How long a dropped server peer may take to come back before its remote episodes are aborted (ms). */
+  peerGraceMs?: number;
 }
 
 export interface ResolvedP2p {
@@ -32,6 +34,7 @@ export interface ResolvedP2p {
   mdns: boolean;
   mirror: string[];
   presenceIntervalMs?: number;
+  peerGraceMs?: number;
 }
 
 export function swarmFile(p2pDir: string): string {
@@ -75,5 +78,6 @@ export function resolveP2p(p2pDir: string, options: P2pOptions = {}): ResolvedP2
     mdns: options.mdns ?? true,
     mirror: options.mirror ?? [],
     presenceIntervalMs: options.presenceIntervalMs,
+    peerGraceMs: options.peerGraceMs,
   };
 }

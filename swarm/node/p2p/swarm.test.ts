@@ -53,6 +53,8 @@ beforeAll(async () => {
       presenceIntervalMs: 200,
       bootstrap: [server.p2p!.node.multiaddrs()[0]],
       mirror: ['tiny'],
+      // A stopped server peer is given up on after this (not the default grace), to keep the test short.
+      peerGraceMs: 1_000,
     },
   });
   await until(async () =>
