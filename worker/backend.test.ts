@@ -21,4 +21,9 @@ describe('selectBackend', () => {
     expect(tf.getBackend()).toBe('cpu');
     await expect(selectBackend('nope' as 'cpu')).rejects.toMatchObject({ name: 'BackendUnavailableError' });
   });
+
+  it('refuses a forced webgpu backend to the engine, which reads synchronously: Node has no synchronous GPU readback', async () => {
+    // Without an adapter (CI) for that reason; with one (bench/device/gpu-check.sh on a GPU) because dataSync fails.
+    await expect(selectBackend('webgpu')).rejects.toMatchObject({ name: 'BackendUnavailableError' });
+  });
 });

@@ -7,6 +7,10 @@
  * `AGENTJET_BACKEND` (or the `prefer` option) forces one. The first time a backend is chosen it must pass a small
  * numerics self-check against the cpu backend (matmul, softmax and one gradient); a backend that computes wrongly
  * is passed over.
+ *
+ * The engine reads results synchronously (`dataSync`). tfjs-backend-webgpu can only do that through an
+ * OffscreenCanvas, which Node lacks, and dawn.node has no blocking map: under Node a WebGPU backend reads with
+ * `await data()` alone, so it is passed over unless the caller says it reads asynchronously (`syncReads: false`).
  */
 import * as tf from '@tensorflow/tfjs';
 import type { BackendName, BackendReport } from './common/engine.ts';
@@ -20,6 +24,48 @@ export class BackendUnavailableError extends Error {
 /** Largest tolerated |difference| against the cpu backend in the self-check. */
 const SELF_CHECK_TOLERANCE = 1e-3;
 
+export interface SelectOptions {
+  /** The caller reads tensors with `dataSync` (the engine does); false admits backends with async reads only. */
+  syncReads?: boolean;
+}
+
+/** What the WebGPU adapter says it is (the adapter the webgpu backend runs on), once one was found. */
+export interface GpuAdapterInfo {
+  vendor: string;
+  architecture: string;
+  device: string;
+  description: string;
+}
+
+let adapterInfo: GpuAdapterInfo | null = null;
+
+/** The WebGPU adapter found while registering the webgpu backend, or null when none was (or it was not tried). */
+export function gpuAdapterInfo(): GpuAdapterInfo | null {
+  return adapterInfo;
+}
+
+type DawnGpu = { requestAdapter: (options?: object) => Promise<{ info?: Partial<GpuAdapterInfo> } | null> };
+
+/** The `webgpu` package's GPU object, held here for the thread's lifetime (see register). */
+let dawnGpu: Promise<DawnGpu> | null = null;
+
+/** Find an adapter through Dawn, expose it as navigator.gpu and load tfjs-backend-webgpu (which looks there). */
+async function createDawnGpu(): Promise<DawnGpu> {
+  const dawn = (await import(/* @vite-ignore */ 'webgpu' as string)) as { create: (flags: string[]) => unknown; globals?: Record<string, unknown> };
+  if (dawn.globals) Object.assign(globalThis, dawn.globals);
+  const gpu = dawn.create([]) as DawnGpu;
+  const adapter = await gpu.requestAdapter({ powerPreference: 'high-performance' });
+  if (!adapter) throw new BackendUnavailableError('no WebGPU adapter found');
+  const info = adapter.info ?? {};
+  adapterInfo = { vendor: info.vendor ?? '', architecture: info.architecture ?? '', device: info.device ?? '', description: info.description ?? '' };
+  const g = globalThis as unknown as { navigator?: { gpu?: unknown } };
+  if (!g.navigator) Object.defineProperty(globalThis, 'navigator', { value: {}, configurable: true, writable: true });
+  (g.navigator as { gpu?: unknown }).gpu = gpu;
+  await import('@tensorflow/tfjs-backend-webgpu');
+  addNInChunksOnWebGpu();
+  return gpu;
+}
+
 /** Register the backend with tfjs (import its package); returns the tfjs backend name or throws with a reason. */
 async function register(name: BackendName): Promise<string> {
   switch (name) {
@@ -29,18 +75,16 @@ async function register(name: BackendName): Promise<string> {
     case 'tensorflow':
       await import(/* @vite-ignore */ '@tensorflow/tfjs-node' as string);
       return 'tensorflow';
-    case 'webgpu': {
-      const dawn = (await import(/* @vite-ignore */ 'webgpu' as string)) as { create: (flags: string[]) => unknown; globals?: Record<string, unknown> };
-      const g = globalThis as unknown as { navigator?: { gpu?: unknown } };
-      if (dawn.globals) Object.assign(globalThis, dawn.globals);
-      const gpu = dawn.create([]) as { requestAdapter: () => Promise<unknown> };
-      const adapter = await gpu.requestAdapter();
-      if (!adapter) throw new BackendUnavailableError('no WebGPU adapter found');
-      if (!g.navigator) Object.defineProperty(globalThis, 'navigator', { value: {}, configurable: true, writable: true });
-      (g.navigator as { gpu?: unknown }).gpu = gpu;
-      await import('@tensorflow/tfjs-backend-webgpu');
+    case 'webgpu':
+      // Once per thread: a second Dawn instance replaced the first in navigator.gpu, leaving the instance that
+      // tfjs's device runs on unreferenced and collectable. Seen on the H200 and on lavapipe: a segfault or a hang
+      // at a later op; holding the one instance fixed both.
+      dawnGpu ??= createDawnGpu().catch((err: unknown) => {
+        dawnGpu = null;
+        throw err;
+      });
+      await dawnGpu;
       return 'webgpu';
-    }
     case 'wasm':
       await import('@tensorflow/tfjs-backend-wasm');
       shareDataInWasmIdentity();
@@ -69,16 +113,76 @@ function shareDataInWasmIdentity(): void {
   });
 }
 
-/** A few ops whose results we compare across backends. */
-function probe(): Float32Array {
-  return tf.tidy(() => {
-    const a = tf.tensor2d(Array.from({ length: 48 }, (_, i) => Math.sin(i * 0.7)), [6, 8]);
-    const b = tf.tensor2d(Array.from({ length: 40 }, (_, i) => Math.cos(i * 1.3)), [8, 5]);
-    const prod = tf.matMul(a, b); // [6, 5]
-    const soft = tf.softmax(prod); // [6, 5]
-    const grad = tf.grad((x: tf.Tensor) => tf.sum(tf.square(tf.matMul(x as tf.Tensor2D, b))))(a); // [6, 8]
-    return tf.concat([prod.flatten(), soft.flatten(), grad.flatten()]).dataSync() as Float32Array;
+/**
+ * tfjs-backend-webgpu's AddN binds every input as its own storage buffer, and a shader stage may have only
+ * `maxStorageBuffersPerShaderStage` of them (Dawn offers 8 to 16): the optimizer's global norm adds one term per
+ * weight (45 for 4 layers), its pipeline is invalid, and the whole command buffer it was batched into is dropped
+ * (every value read back is 0). Add in chunks that fit, then add the partial sums.
+ */
+function addNInChunksOnWebGpu(): void {
+  const original = tf.getKernel(tf.AddN, 'webgpu');
+  if (!original || (original.kernelFunc as { chunked?: boolean }).chunked) return;
+  const kernelFunc = original.kernelFunc;
+  type Backend = { device: { limits: { maxStorageBuffersPerShaderStage: number } }; disposeData(dataId: object): void };
+  const chunked: tf.KernelFunc = ({ inputs, backend, attrs }) => {
+    const gpu = backend as unknown as Backend;
+    const maxInputs = gpu.device.limits.maxStorageBuffersPerShaderStage - 1; // one binding is the output
+    const partialSums = new Set<tf.TensorInfo>(); // made here: disposed once added in
+    const addIn = (terms: tf.TensorInfo[]) => {
+      const sum = kernelFunc({ inputs: terms as unknown as tf.NamedTensorInfoMap, backend, attrs }) as tf.TensorInfo;
+      for (const t of terms) if (partialSums.delete(t)) gpu.disposeData(t.dataId);
+      return sum;
+    };
+    let terms = Object.values(inputs) as tf.TensorInfo[];
+    while (terms.length > maxInputs) {
+      const next: tf.TensorInfo[] = [];
+      for (let i = 0; i < terms.length; i += maxInputs) {
+        const chunk = terms.slice(i, i + maxInputs);
+        const sum = chunk.length === 1 ? chunk[0] : addIn(chunk);
+        if (chunk.length > 1) partialSums.add(sum);
+        next.push(sum);
+      }
+      terms = next;
+    }
+    return addIn(terms);
+  };
+  tf.unregisterKernel(tf.AddN, 'webgpu');
+  tf.registerKernel({ ...original, kernelFunc: Object.assign(chunked, { chunked: true }) });
+}
+
+/**
+ * A few ops whose results we compare across backends (read asynchronously: every backend can do that). Every
+ * tensor has over 1000 elements, or tfjs-backend-webgpu would hand ops on fresh tensors to its cpu fallback
+ * (WEBGPU_CPU_HANDOFF_SIZE_THRESHOLD) and check less of the GPU.
+ */
+async function probe(): Promise<Float32Array> {
+  const out = tf.tidy(() => {
+    const a = tf.tensor2d(Array.from({ length: 32 * 40 }, (_, i) => 0.5 * Math.sin(i * 0.7)), [32, 40]);
+    const b = tf.tensor2d(Array.from({ length: 40 * 36 }, (_, i) => 0.5 * Math.cos(i * 1.3)), [40, 36]);
+    const prod = tf.matMul(a, b); // [32, 36]
+    const soft = tf.softmax(prod); // [32, 36]
+    const grad = tf.grad((x: tf.Tensor) => tf.sum(tf.square(tf.matMul(x as tf.Tensor2D, b))))(a); // [32, 40]
+    return tf.concat([prod.flatten(), soft.flatten(), grad.flatten()]);
   });
+  const values = (await out.data()) as Float32Array;
+  out.dispose();
+  return values;
+}
+
+/** Whether a result computed on the active backend can be read with `dataSync` (not on WebGPU under Node). */
+function readsSynchronously(): boolean {
+  // Keep tfjs-backend-webgpu's "synchronous reads are slow" warning out of the log: this read is a probe.
+  (tf.backend() as unknown as { hasReadSyncWarned?: boolean }).hasReadSyncWarned = true;
+  // Large enough that tfjs-backend-webgpu computes it on the GPU (it hands tiny ops to its cpu fallback).
+  const t = tf.tidy(() => tf.matMul(tf.ones([64, 64]), tf.ones([64, 64])));
+  try {
+    t.dataSync();
+    return true;
+  } catch {
+    return false;
+  } finally {
+    t.dispose();
+  }
 }
 
 let reference: Float32Array | null = null;
@@ -88,11 +192,11 @@ async function selfCheck(tfName: string): Promise<{ ok: boolean; maxAbsError: nu
     // Production mode: tfjs then skips its console banners (e.g. "install the node backend" on first cpu use).
     tf.env().set('PROD', true);
     await tf.setBackend('cpu');
-    reference = probe().slice();
+    reference = await probe();
   }
   if (!(await tf.setBackend(tfName))) return { ok: false, maxAbsError: Infinity };
   await tf.ready();
-  const got = probe();
+  const got = await probe();
   let maxAbsError = 0;
   for (let i = 0; i < got.length; i++) maxAbsError = Math.max(maxAbsError, Math.abs(got[i] - reference[i]));
   if (Number.isNaN(maxAbsError)) maxAbsError = Infinity;
@@ -100,6 +204,8 @@ async function selfCheck(tfName: string): Promise<{ ok: boolean; maxAbsError: nu
 }
 
 let selected: BackendReport | null = null;
+/** Whether `selected` can read synchronously (a backend chosen with `syncReads: false` may not). */
+let selectedReadsSync = false;
 
 function messageOf(err: unknown): string {
   const text = err instanceof Error ? err.message : String(err);
@@ -111,9 +217,10 @@ function messageOf(err: unknown): string {
  * Choose and activate a backend (once per thread; later calls return the same report). `prefer` (or
  * `AGENTJET_BACKEND`) forces a backend; it fails with BackendUnavailableError if that one cannot run.
  */
-export async function selectBackend(prefer?: BackendName): Promise<BackendReport> {
+export async function selectBackend(prefer?: BackendName, options: SelectOptions = {}): Promise<BackendReport> {
+  const syncReads = options.syncReads ?? true;
   const forced = prefer ?? (process.env.AGENTJET_BACKEND as BackendName | undefined);
-  if (selected && (!forced || selected.name === forced)) return selected;
+  if (selected && (!forced || selected.name === forced) && (selectedReadsSync || !syncReads)) return selected;
   if (forced && !BACKEND_ORDER.includes(forced)) throw new BackendUnavailableError(`unknown backend "${forced}" (one of ${BACKEND_ORDER.join(', ')})`);
   const candidates = forced ? [forced] : BACKEND_ORDER;
   const passedOver: BackendReport['passedOver'] = [];
@@ -125,6 +232,12 @@ export async function selectBackend(prefer?: BackendName): Promise<BackendReport
         passedOver.push({ name, reason: `failed the numerics self-check (max error ${check.maxAbsError})` });
         continue;
       }
+      const readsSync = readsSynchronously();
+      if (syncReads && !readsSync) {
+        passedOver.push({ name, reason: `passed the self-check (max error ${check.maxAbsError}) but cannot read results synchronously here (dataSync), which the engine needs` });
+        continue;
+      }
+      selectedReadsSync = readsSync;
       selected = { name, reason: forced ? (prefer ? 'forced by option' : 'forced by AGENTJET_BACKEND') : 'best that loaded', passedOver, selfCheck: check };
       return selected;
     } catch (err) {

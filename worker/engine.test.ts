@@ -77,6 +77,13 @@ describe('sampling', () => {
     expect(order.indexOf(2)).toBeLessThan(order.lastIndexOf(0));
   });
 
+  it('a bad prompt admitted together with good ones fails alone', async () => {
+    const good = (await engine.generate({ promptIds: prompt, sampling: sampling({ maxTokens: 5 }) })).tokens.map((t) => t.id);
+    const [a, bad, b] = await Promise.allSettled([prompt, [...prompt, 999], prompt].map((p) => engine.generate({ promptIds: p, sampling: sampling({ maxTokens: 5 }) })));
+    expect(bad).toMatchObject({ status: 'rejected', reason: { name: 'InvalidConfigError' } });
+    for (const r of [a, b]) expect(r.status === 'fulfilled' && r.value.tokens.map((t) => t.id)).toEqual(good);
+  });
+
   it('a prompt longer than the context is refused with ContextLengthError', async () => {
     const long = Array.from({ length: 60 }, () => 97);
     await expect(engine.generate({ promptIds: long, sampling: sampling() })).rejects.toMatchObject({ name: 'ContextLengthError' });

@@ -11,7 +11,7 @@ import { selectBackend } from './backend.ts';
 import { EngineClosedError } from './common/protocol.ts';
 import type { BackendName, DecoderConfig, GeneratedToken, GenerateRequest, GenerateResult, LoraConfig, ModelInfo, NamedTensors, TrainerEngine, TrainMetrics, TrainOptions, TrainSample } from './common/engine.ts';
 import { createLora, effectiveParams, loadPeftIntoLora, loraToPeft, loraVariables, mergedParams, type LoraState } from './lora.ts';
-import { checkWeights, countParameters, decodeHostWeights, decodeStep, type DecodeHostWeights, fromParams, fuseWeights, isLinearWeight, type ModelWeights, type Params, prefill, toInternal, toParams, validateConfig } from './model.ts';
+import { checkWeights, countParameters, decodeHostWeights, decodeStep, type DecodeHostWeights, disposeDecodeHostWeights, fromParams, fuseWeights, isLinearWeight, type ModelWeights, type Params, prefillBatch, toInternal, toParams, validateConfig } from './model.ts';
 import { AdamW } from './optimizer.ts';
 import { ContinuousBatcher } from './sampler.ts';
 import { DEFAULT_TRAIN_OPTIONS, sequenceLogprobs, trainStep } from './train.ts';
@@ -89,7 +89,7 @@ export class LocalEngine implements TrainerEngine {
       {
         contextLength: cfg.max_position_embeddings,
         vocabSize: cfg.vocab_size,
-        prefill: (ids) => prefill(cfg, this.inferenceWeights().weights, ids),
+        prefill: (prompts) => prefillBatch(cfg, this.inferenceWeights().weights, prompts),
         decode: (caches, tokens) => {
           const w = this.inferenceWeights();
           return decodeStep(cfg, w.weights, w.host, caches, tokens);
@@ -115,8 +115,9 @@ export class LocalEngine implements TrainerEngine {
   private dropInferenceWeights(): void {
     if (!this.inference) return;
     const owned = new Set(Object.values(this.params));
-    const { weights, merged } = this.inference;
-    const all = [weights.embed, weights.norm, weights.head, ...weights.layers.flatMap((l) => [l.inputNorm, l.qkv, l.qkvBias, l.qkNorm, l.o, l.postNorm, l.gateUp, l.down])];
+    const { weights, host, merged } = this.inference;
+    disposeDecodeHostWeights(host);
+    const all = [weights.embed, weights.norm, weights.head, ...weights.layers.flatMap((l) => [l.inputNorm, l.q, l.k, l.v, l.qBias, l.kBias, l.vBias, l.qNorm, l.kNorm, l.o, l.postNorm, l.gate, l.up, l.down])];
     const mergedSet = new Set(merged ? Object.values(merged) : []);
     for (const t of new Set(all)) if (t && !owned.has(t) && !mergedSet.has(t)) t.dispose();
     if (merged) for (const t of Object.values(merged)) t.dispose();

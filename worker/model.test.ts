@@ -2,7 +2,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import * as tf from '@tensorflow/tfjs';
 import { selectBackend } from './backend.ts';
 import { tinyConfig } from './testing.ts';
-import { applyRope, attention, decodeHostWeights, decodeStep, forward, fuseWeights, initWeights, mlp, prefill, rmsNorm, ropeTables, seededRandom, toParams } from './model.ts';
+import { applyRope, attention, decodeHostWeights, decodeStep, forward, fuseWeights, initWeights, mlp, prefill, prefillBatch, rmsNorm, ropeTables, seededRandom, toParams } from './model.ts';
 
 const rand = seededRandom(7);
 const randArray = (n: number) => Array.from({ length: n }, () => rand() * 2 - 1);
@@ -107,7 +107,7 @@ describe('decoder blocks against float64 references', () => {
     const cfg = tinyConfig();
     const named = initWeights(cfg, 4);
     const x = randArray(3 * cfg.hidden_size);
-    const got = tf.tidy(() => mlp(fuseWeights(cfg, toParams(named)).layers[1], tf.tensor2d(x, [3, cfg.hidden_size]), cfg.intermediate_size).dataSync());
+    const got = tf.tidy(() => mlp(fuseWeights(cfg, toParams(named)).layers[1], tf.tensor2d(x, [3, cfg.hidden_size])).dataSync());
     const W = (n: string) => named[`model.layers.1.mlp.${n}.weight`].data;
     const want = [0, 1, 2].flatMap((r) => {
       const row = x.slice(r * cfg.hidden_size, (r + 1) * cfg.hidden_size);
@@ -140,4 +140,17 @@ describe('KV cache', () => {
       expect(cache.length).toBe(seq.length);
     });
   }
+
+  it('prefilling prompts of different lengths together gives what each gives alone', () => {
+    const cfg = tinyConfig();
+    const w = fuseWeights(cfg, toParams(initWeights(cfg, 6)));
+    const prompts = [[3, 17, 5], [9, 30, 1, 8, 12, 39, 2], [22]];
+    const together = prefillBatch(cfg, w, prompts);
+    prompts.forEach((p, i) => {
+      const alone = prefill(cfg, w, p);
+      expect(together[i].cache.length).toBe(p.length);
+      expect(maxDiff(together[i].logits, alone.logits)).toBeLessThan(1e-5);
+      for (let l = 0; l < cfg.num_hidden_layers; l++) expect(maxDiff(together[i].cache.k[l].subarray(0, p.length * 32), alone.cache.k[l].subarray(0, p.length * 32))).toBeLessThan(1e-5);
+    });
+  });
 });

@@ -35,7 +35,7 @@ export function validateSampling(s: SamplingParams, vocabSize: number): void {
 }
 
 /** The `n` best entries of `logp`, best first (a small insertion list: n ≤ 20). */
-function topEntries(logp: Float64Array, n: number): TokenLogprob[] {
+function topEntries(logp: ArrayLike<number>, n: number): TokenLogprob[] {
   const best: TokenLogprob[] = [];
   for (let i = 0; i < logp.length; i++) {
     const v = logp[i];
@@ -51,26 +51,36 @@ function topEntries(logp: Float64Array, n: number): TokenLogprob[] {
   return best;
 }
 
-/** Sample one token from a row of logits [V]. `rand` is the request's seeded PRNG. */
+/** Scratch for log-probabilities, reused across calls (sampling is synchronous): no allocation per token. */
+let scratch = new Float64Array(0);
+
+/** Sample one token from a row of logits [V]. `rand` is the request's seeded PRNG (one draw per sampled token). */
 export function sampleToken(logits: Float32Array, s: SamplingParams, rand: () => number): GeneratedToken {
   const vocab = logits.length;
   const greedy = s.temperature <= 0;
   const invT = greedy ? 1 : 1 / s.temperature;
+  // One pass for the max (and the greedy pick), one for exp-sum; logp = z − lse with z = (logit − max) / T.
   let max = -Infinity;
-  for (let i = 0; i < vocab; i++) if (logits[i] > max) max = logits[i];
-  const logp = new Float64Array(vocab); // log_softmax(logits / T)
+  let best = 0;
+  for (let i = 0; i < vocab; i++) {
+    if (logits[i] > max) {
+      max = logits[i];
+      best = i;
+    }
+  }
+  if (scratch.length < vocab) scratch = new Float64Array(vocab);
+  const logp = scratch.subarray(0, vocab);
   let sum = 0;
   for (let i = 0; i < vocab; i++) {
-    logp[i] = (logits[i] - max) * invT;
-    sum += Math.exp(logp[i]);
+    const z = (logits[i] - max) * invT;
+    logp[i] = z;
+    sum += Math.exp(z);
   }
   const lse = Math.log(sum);
   for (let i = 0; i < vocab; i++) logp[i] -= lse;
 
-  let id = 0;
-  if (greedy) {
-    for (let i = 1; i < vocab; i++) if (logp[i] > logp[id]) id = i;
-  } else {
+  let id = best;
+  if (!greedy) {
     // Candidates, best first when a cut is needed (top-k, then top-p over what remains).
     let candidates: number[] | null = null;
     if (s.topK > 0 && s.topK < vocab) candidates = topEntries(logp, s.topK).map((e) => e.id);
@@ -114,8 +124,8 @@ export function sampleToken(logits: Float32Array, s: SamplingParams, rand: () =>
 export interface DecoderRuntime {
   readonly contextLength: number;
   readonly vocabSize: number;
-  /** Run the prompt, return its cache and the last position's logits [V]. */
-  prefill(promptIds: number[]): { cache: KvCache; logits: Float32Array };
+  /** Run the prompts (in one batch where it can), return per prompt its cache and the last position's logits [V]. */
+  prefill(prompts: number[][]): { cache: KvCache; logits: Float32Array }[];
   /** Append `tokens[i]` to `caches[i]` for all i in one batched step; logits [n, V] row-major. */
   decode(caches: KvCache[], tokens: number[]): Float32Array;
   policyVersion(): number;
@@ -142,6 +152,8 @@ interface Sequence {
 
 /** Upper bound on sequences in one decode step (memory for logits and caches stays bounded). */
 const MAX_BATCH = 32;
+/** Padded prompt tokens (rows × longest prompt) prefilled in one forward. */
+const PREFILL_TOKEN_BUDGET = 4096;
 
 export class ContinuousBatcher {
   private readonly queue: Sequence[] = [];
@@ -246,27 +258,47 @@ export class ContinuousBatcher {
     }
   }
 
-  /** Prefill waiting requests and sample their first token. */
+  /** Prefill waiting requests together (one forward per PREFILL_TOKEN_BUDGET) and sample their first token. */
   private admit(): void {
     while (this.queue.length > 0 && this.active.length < this.maxBatch) {
-      const seq = this.queue.shift()!;
-      const now = performance.now();
-      seq.queuedMs = now - seq.enqueuedAt;
-      if (seq.signal?.aborted) {
-        this.finish(seq, 'cancelled');
-        continue;
+      const group: Sequence[] = [];
+      let longest = 0;
+      while (this.queue.length > 0 && this.active.length + group.length < this.maxBatch) {
+        const next = this.queue[0];
+        const width = Math.max(longest, next.req.promptIds.length);
+        if (group.length > 0 && width * (group.length + 1) > PREFILL_TOKEN_BUDGET) break;
+        this.queue.shift();
+        next.queuedMs = performance.now() - next.enqueuedAt;
+        if (next.signal?.aborted) {
+          this.finish(next, 'cancelled');
+          continue;
+        }
+        group.push(next);
+        longest = width;
       }
-      try {
-        seq.policyVersion = this.runtime.policyVersion();
-        const { cache, logits } = this.runtime.prefill(seq.req.promptIds);
-        seq.cache = cache;
-        seq.prefillMs = performance.now() - now;
-        seq.decodeStart = performance.now();
-        if (!this.accept(seq, logits.subarray(0, this.runtime.vocabSize))) this.active.push(seq);
-      } catch (err) {
-        seq.reject(err);
-      }
+      if (group.length > 0) this.prefillGroup(group);
     }
+  }
+
+  private prefillGroup(group: Sequence[]): void {
+    const start = performance.now();
+    let results: { cache: KvCache; logits: Float32Array }[];
+    try {
+      for (const seq of group) seq.policyVersion = this.runtime.policyVersion();
+      results = this.runtime.prefill(group.map((seq) => seq.req.promptIds));
+    } catch (err) {
+      // One bad request must not fail the others: retry them one by one, so only the culprit is rejected.
+      if (group.length > 1) for (const seq of group) this.prefillGroup([seq]);
+      else group[0].reject(err);
+      return;
+    }
+    const prefillMs = performance.now() - start;
+    group.forEach((seq, i) => {
+      seq.cache = results[i].cache;
+      seq.prefillMs = prefillMs;
+      seq.decodeStart = performance.now();
+      if (!this.accept(seq, results[i].logits.subarray(0, this.runtime.vocabSize))) this.active.push(seq);
+    });
   }
 
   /** One batched decode step over every active sequence. */

@@ -1,0 +1,192 @@
+/**
+ * The trainer's core on one backend, read with `await data()` only, so that WebGPU (which cannot read
+ * synchronously under Node) runs the same measurements as wasm: backend selection and self-check, matmul
+ * throughput, forward+backward training throughput and uncached decoding of bench/model.ts's model.
+ *
+ *   node --import tsx bench/device/gpu-check.ts webgpu|wasm|cpu   → table on stdout, JSON as the last line
+ *   node --import tsx bench/device/gpu-check.ts bench-model        → bench/model.ts itself (engine, sync reads)
+ *   node --import tsx bench/device/gpu-check.ts select-auto        → the engine's backend choice, as JSON
+ *
+ * bench/device/gpu-check.sh runs it on a lent GPU machine. The engine's own paths (optimizer step, KV-cache and
+ * batched decoding) read with dataSync and run on backends that can (see worker/backend.ts).
+ */
+import '../../p2p/polyfill.ts';
+import * as tf from '@tensorflow/tfjs';
+import { type GpuAdapterInfo, gpuAdapterInfo, selectBackend } from '../../worker/backend.ts';
+import type { BackendName, BackendReport } from '../../worker/common/engine.ts';
+import { countParameters, forward, fuseWeights, initWeights, targetLogprobs, toParams } from '../../worker/model.ts';
+import modelBench, { BENCH_CONFIG } from '../model.ts';
+import { formatTable } from '../report.ts';
+
+
+/** H200 SXM dense fp32 (non-tensor-core) peak from NVIDIA's datasheet: WebGPU runs plain fp32 shaders. */
+const H200_FP32_PEAK_GFLOPS = 67_000;
+
+interface SelectionResult {
+  report: BackendReport;
+  /** Why the engine's default selection (sync reads) passes this backend over, when it does. */
+  engineRefusal: string | null;
+  adapter: GpuAdapterInfo | null;
+}
+
+async function select(name: BackendName): Promise<SelectionResult> {
+  let engineRefusal: string | null = null;
+  try {
+    await selectBackend(name);
+  } catch (err) {
+    engineRefusal = `${(err as Error).name}: ${(err as Error).message}`;
+  }
+  const report = await selectBackend(name, { syncReads: false });
+  return { report, engineRefusal, adapter: gpuAdapterInfo() };
+}
+
+/** Best GFLOP/s of `reps` n×n×n products, each timed to its result being readable. */
+async function matmulGflops(n: number, reps: number): Promise<number> {
+  const a = tf.randomNormal([n, n]);
+  const b = tf.randomNormal([n, n]);
+  let best = Infinity;
+  for (let i = 0; i < reps + 1; i++) {
+    const t0 = performance.now();
+    const c = tf.matMul(a, b);
+    const one = tf.slice(c, [n - 1, n - 1], [1, 1]); // waits for c without timing the download of n² values
+    await one.data();
+    const ms = performance.now() - t0;
+    if (i > 0) best = Math.min(best, ms); // the first run compiles the shader
+    tf.dispose([c, one]);
+  }
+  tf.dispose([a, b]);
+  return (2 * n ** 3) / (best / 1000) / 1e9;
+}
+
+/** Token ids of `rows` rows of `len` tokens (the same pattern as bench/model.ts). */
+function tokenRows(rows: number, len: number): Int32Array {
+  const ids = new Int32Array(rows * len);
+  for (let r = 0; r < rows; r++) for (let i = 0; i < len; i++) ids[r * len + i] = (r * 31 + i * 7) % 256;
+  return ids;
+}
+
+/**
+ * Forward + backward of the mean next-token NLL over `rows` × `len` tokens, gradients for every weight except the
+ * embedding table (its gradient reads dy with dataSync: worker/model.ts `embed`). No optimizer step.
+ */
+async function trainThroughput(steps: number, rows: number, len: number): Promise<{ tokensPerS: number; loss: number; gradChecksum: number }> {
+  const cfg = BENCH_CONFIG;
+  const ids = tokenRows(rows, len);
+  const targets = new Int32Array(ids.length);
+  for (let i = 0; i < ids.length; i++) targets[i] = (i + 1) % len === 0 ? 0 : ids[i + 1];
+  const params = toParams(initWeights(cfg, 1), true);
+  const vars = Object.entries(params)
+    .filter(([name]) => name !== 'model.embed_tokens.weight')
+    .map(([, v]) => v as tf.Variable);
+  const step = async (): Promise<{ loss: number; gradChecksum: number }> => {
+    const { value, grads } = tf.variableGrads(() => tf.neg(tf.mean(targetLogprobs(forward(cfg, fuseWeights(cfg, params), ids, rows, len), targets))) as tf.Scalar, vars);
+    const checksum = tf.tidy(() => tf.addN(Object.values(grads).map((g) => tf.sum(tf.abs(g)))));
+    const [loss, gradChecksum] = [(await value.data())[0], (await checksum.data())[0]];
+    tf.dispose([value, checksum, ...Object.values(grads)]);
+    return { loss, gradChecksum };
+  };
+  let last = await step(); // warm-up: shader compilation on webgpu
+  const t0 = performance.now();
+  for (let i = 0; i < steps; i++) last = await step();
+  const ms = performance.now() - t0;
+  tf.dispose(Object.values(params));
+  return { tokensPerS: (steps * rows * len) / (ms / 1000), ...last };
+}
+
+/** Greedy decoding with a full forward per new token (no KV cache), `batch` sequences at once; tokens/s overall. */
+async function uncachedDecode(batch: number, newTokens: number): Promise<{ tokensPerS: number; firstTokens: number[] }> {
+  const cfg = BENCH_CONFIG;
+  const w = fuseWeights(cfg, toParams(initWeights(cfg, 1)));
+  const seqs = Array.from({ length: batch }, (_, r) => Array.from({ length: 96 }, (_, i) => (i * 13 + r) % 256));
+  const next = async (): Promise<void> => {
+    const t = seqs[0].length;
+    const last = tf.tidy(() => {
+      const logits = forward(cfg, w, Int32Array.from(seqs.flat()), batch, t).reshape([batch, t, cfg.vocab_size]);
+      return tf.argMax(tf.squeeze(tf.slice(logits, [0, t - 1, 0], [batch, 1, cfg.vocab_size]), [1]), -1);
+    });
+    const best = await last.data();
+    last.dispose();
+    seqs.forEach((s, r) => s.push(best[r]));
+  };
+  await next(); // warm-up
+  const t0 = performance.now();
+  for (let i = 0; i < newTokens; i++) await next();
+  const ms = performance.now() - t0;
+  return { tokensPerS: (batch * newTokens) / (ms / 1000), firstTokens: seqs[0].slice(96, 104) };
+}
+
+function round(x: number, digits = 1): number {
+  const f = 10 ** digits;
+  return Math.round(x * f) / f;
+}
+
+async function main(): Promise<void> {
+  const mode = process.argv[2] ?? 'webgpu';
+  const log = (line: string) => process.stderr.write(line + '\n');
+  if (mode === 'select-auto') {
+    // The engine's own choice (sync reads), with the reasons for every backend passed over.
+    const report = await selectBackend();
+    process.stdout.write(JSON.stringify({ ...report, adapter: gpuAdapterInfo() }) + '\n');
+    return;
+  }
+  if (mode === 'bench-model') {
+    const result = await modelBench({ json: true, args: [], log });
+    process.stdout.write(JSON.stringify(result) + '\n');
+    return;
+  }
+  const sel = await select(mode as BackendName);
+  log(`backend ${sel.report.name}: self-check max error ${sel.report.selfCheck.maxAbsError}; adapter ${JSON.stringify(sel.adapter)}`);
+  if (sel.engineRefusal) log(`engine selection: ${sel.engineRefusal}`);
+  // --quick: tiny sizes, to try the whole path on a software adapter (lavapipe) before spending GPU time.
+  const quick = process.argv.includes('--quick');
+  const sizes = quick ? [256] : mode === 'webgpu' ? [1024, 2048, 4096] : [1024];
+  const gflops: Record<string, number> = {};
+  for (const n of sizes) gflops[`matmul_gflops_${n}`] = round(await matmulGflops(n, n >= 4096 ? 4 : 6));
+  const peak = Math.max(...Object.values(gflops));
+  log(`matmul: ${JSON.stringify(gflops)}`);
+  const params = countParameters(BENCH_CONFIG);
+  const result: Record<string, string | number | boolean> = {
+    backend: sel.report.name,
+    self_check_ok: sel.report.selfCheck.ok,
+    self_check_max_abs_error: sel.report.selfCheck.maxAbsError,
+    engine_selection: sel.engineRefusal ?? 'accepted (reads synchronously)',
+    adapter: sel.adapter ? `${sel.adapter.vendor} ${sel.adapter.architecture} ${sel.adapter.description}`.trim() : 'none',
+    params,
+    ...gflops,
+    matmul_gflops_peak: round(peak),
+  };
+  // The model code may itself read synchronously (host-side kernels): then that phase reports why it could not run.
+  try {
+    const train = quick ? await trainThroughput(1, 2, 32) : await trainThroughput(3, 8, BENCH_CONFIG.max_position_embeddings);
+    log(`train fwd+bwd: ${train.tokensPerS.toFixed(0)} tokens/s, loss ${train.loss}`);
+    result.train_fwd_bwd_tokens_per_s = round(train.tokensPerS);
+    result.train_fwd_bwd_mfu = round((6 * params * train.tokensPerS) / (peak * 1e9), 3);
+    if (mode === 'webgpu') result.train_fwd_bwd_mfu_vs_fp32_datasheet = round((6 * params * train.tokensPerS) / (H200_FP32_PEAK_GFLOPS * 1e9), 5);
+    result.train_loss = train.loss;
+    result.train_grad_checksum = round(train.gradChecksum, 3);
+  } catch (err) {
+    result.train_error = `${(err as Error).name}: ${(err as Error).message}`;
+  }
+  try {
+    const newTokens = quick ? 2 : 16;
+    const one = await uncachedDecode(1, newTokens);
+    const eight = await uncachedDecode(8, newTokens);
+    result.decode_uncached_tokens_per_s_1 = round(one.tokensPerS);
+    result.decode_uncached_tokens_per_s_8 = round(eight.tokensPerS);
+    result.decode_uncached_batch_speedup_8 = round(eight.tokensPerS / one.tokensPerS, 2);
+    result.decode_first_tokens = one.firstTokens.join(' ');
+  } catch (err) {
+    result.decode_error = `${(err as Error).name}: ${(err as Error).message}`;
+  }
+  process.stdout.write(formatTable(Object.entries(result).map(([metric, value]) => ({ metric, value }))) + '\n');
+  process.stdout.write(JSON.stringify(result) + '\n');
+}
+
+// No top-level await: gpu-check.sh runs this file bundled as CommonJS (see there).
+main().then(
+  () => process.exit(0),
+  (err: unknown) => {
+    process.stderr.write(`${(err as Error).stack ?? String(err)}\n`);
+    process.exit(1);
+  },
+);
