@@ -7,12 +7,18 @@ import { builtinTokenizerBundle, hfTokenizerBundle, type TokenizerBundle } from 
 
 export async function loadTokenizer(source: ModelSource): Promise<TokenizerBundle> {
   if (source.kind === 'builtin') return builtinTokenizerBundle();
-  const [tokenizerJson, tokenizerConfig, chatTemplateFile] = await Promise.all([
+  // Read together, but the first file in this order that fails is the one named (not whichever failed first).
+  const [tokenizerJson, tokenizerConfig, chatTemplateFile] = await Promise.allSettled([
     readJsonFile(source.path, 'tokenizer.json'),
     readJsonFile(source.path, 'tokenizer_config.json'),
     readOptionalText(join(source.path, 'chat_template.jinja')),
-  ]);
-  return hfTokenizerBundle({ tokenizerJson, tokenizerConfig, chatTemplateFile });
+  ]).then((results) =>
+    results.map((r) => {
+      if (r.status === 'rejected') throw r.reason;
+      return r.value;
+    }),
+  );
+  return hfTokenizerBundle({ tokenizerJson, tokenizerConfig, chatTemplateFile: chatTemplateFile as string | undefined });
 }
 
 async function readJsonFile(dir: string, file: string): Promise<unknown> {
