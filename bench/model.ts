@@ -53,9 +53,9 @@ async function peakMatmulGflops(): Promise<{ wall: number; cpu: number }> {
   let bestWall = Infinity;
   let bestCpu = Infinity;
   for (let i = 0; i < 6; i++) {
-    const { wallMs, cpuMs } = await timed(() => {
+    const { wallMs, cpuMs } = await timed(async () => {
       const c = tf.matMul(a, b);
-      c.dataSync();
+      await c.data(); // not dataSync: WebGPU under Node reads asynchronously only
       c.dispose();
     });
     bestWall = Math.min(bestWall, wallMs);
@@ -114,7 +114,7 @@ export default async function modelBench(ctx: BenchContext): Promise<Record<stri
   const t0 = performance.now();
   for (let i = 0; i < uncachedSteps; i++) {
     const logits = tf.tidy(() => tf.slice(forward(cfg, w, Int32Array.from(seq), 1, seq.length), [seq.length - 1, 0], [1, cfg.vocab_size]));
-    const row = logits.dataSync();
+    const row = await logits.data();
     logits.dispose();
     let best = 0;
     for (let j = 1; j < row.length; j++) if (row[j] > row[best]) best = j;

@@ -15,7 +15,7 @@
  * - full_weights_bytes / lora_delta_bytes: what a weights publish carries for the model, full safetensors vs
  *   the PEFT adapter when LoRA (rank 8 on q_proj, v_proj) is on.
  *
- * The transfers run in --rounds rounds (back to back, so each ratio compares neighbours on a machine whose load
+ * One direct fetch runs first as a warm-up and is not counted. The transfers run in --rounds rounds (back to back, so each ratio compares neighbours on a machine whose load
  * drifts); every figure is the median over the rounds.
  *
  * Args: --mb=N (blob size, default 64), --rounds=N (default 3), --rtt=N (infer round trips, default 200), --open (no pnet key),
@@ -117,6 +117,10 @@ export default async function p2pBench(ctx: BenchContext): Promise<Record<string
       if ((direct ? chunksByPath.libp2p : chunksByPath.direct) > 0) throw new Error(`chunks took the other path: ${JSON.stringify(chunksByPath)}`);
       return seconds;
     };
+    // One uncounted fetch first: a peer fetches weights after every training step, so the steady state (JIT
+    // compiled, the blob in the provider's page cache) is what matters, not a process's first fetch.
+    ctx.log('warm-up fetch (not counted)…');
+    await fetchSeconds(true);
     // Rounds of back-to-back transfers: on a shared machine the load drifts, so each ratio compares neighbours
     // and the medians are reported.
     const rounds: Array<{ direct: number; libp2p: number; blast: number; raw: number }> = [];

@@ -22,8 +22,9 @@ describe('selectBackend', () => {
     await expect(selectBackend('nope' as 'cpu')).rejects.toMatchObject({ name: 'BackendUnavailableError' });
   });
 
-  it('refuses a forced webgpu backend to the engine, which reads synchronously: Node has no synchronous GPU readback', async () => {
-    // Without an adapter (CI) for that reason; with one (bench/device/gpu-check.sh on a GPU) because dataSync fails.
+  it('refuses a forced webgpu backend to a caller that reads synchronously: Node has no synchronous GPU readback', async () => {
+    // Without an adapter (CI) for that reason; with one (a GPU, lavapipe) because dataSync fails. The engine asks
+    // with syncReads: false and gets it (worker/webgpu.test.ts).
     await expect(selectBackend('webgpu')).rejects.toMatchObject({ name: 'BackendUnavailableError' });
   });
 });

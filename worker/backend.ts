@@ -8,9 +8,10 @@
  * numerics self-check against the cpu backend (matmul, softmax and one gradient); a backend that computes wrongly
  * is passed over.
  *
- * The engine reads results synchronously (`dataSync`). tfjs-backend-webgpu can only do that through an
- * OffscreenCanvas, which Node lacks, and dawn.node has no blocking map: under Node a WebGPU backend reads with
- * `await data()` alone, so it is passed over unless the caller says it reads asynchronously (`syncReads: false`).
+ * Reading results: tfjs-backend-webgpu can read synchronously (`dataSync`) only through an OffscreenCanvas, which
+ * Node lacks, and dawn.node has no blocking map: under Node a WebGPU backend reads with `await data()` alone. Such a
+ * backend is passed over unless the caller says it copes (`syncReads: false`, as the engine does); code that has a
+ * faster synchronous path for wasm/cpu asks `readsSyncOnActiveBackend()` which one to take.
  */
 import * as tf from '@tensorflow/tfjs';
 import type { BackendName, BackendReport } from './common/engine.ts';
@@ -25,7 +26,7 @@ export class BackendUnavailableError extends Error {
 const SELF_CHECK_TOLERANCE = 1e-3;
 
 export interface SelectOptions {
-  /** The caller reads tensors with `dataSync` (the engine does); false admits backends with async reads only. */
+  /** The caller reads tensors with `dataSync`; false admits backends with async reads only (the engine copes). */
   syncReads?: boolean;
 }
 
@@ -203,6 +204,14 @@ async function selfCheck(tfName: string): Promise<{ ok: boolean; maxAbsError: nu
   return { ok: maxAbsError <= SELF_CHECK_TOLERANCE, maxAbsError };
 }
 
+/** tfjs backends (by tfjs name) found unable to read synchronously here. */
+const asyncReadBackends = new Set<string>();
+
+/** Whether results on the active tfjs backend can be read with `dataSync` (false for WebGPU under Node). */
+export function readsSyncOnActiveBackend(): boolean {
+  return !asyncReadBackends.has(tf.getBackend());
+}
+
 let selected: BackendReport | null = null;
 /** Whether `selected` can read synchronously (a backend chosen with `syncReads: false` may not). */
 let selectedReadsSync = false;
@@ -233,6 +242,7 @@ export async function selectBackend(prefer?: BackendName, options: SelectOptions
         continue;
       }
       const readsSync = readsSynchronously();
+      if (!readsSync) asyncReadBackends.add(tfName);
       if (syncReads && !readsSync) {
         passedOver.push({ name, reason: `passed the self-check (max error ${check.maxAbsError}) but cannot read results synchronously here (dataSync), which the engine needs` });
         continue;

@@ -11,13 +11,15 @@
  * a few microseconds.
  *
  * Short sequences (a prompt of a few dozen tokens) take one batched op instead: there the per-group loop's op count
- * costs more than the slow kernel's arithmetic.
+ * costs more than the slow kernel's arithmetic. So do backends with fast batched matmuls while the scores fit, and
+ * always those that cannot read synchronously (WebGPU under Node): all scores at once, tfjs's own gradient.
  *
  * Layout: a group is one (row of the batch, kv head) pair; its query rows are the rep = H / KVH query heads that
  * share that kv head, ordered position-major (row i·rep + r is position i, head r), so a block of positions is a
  * contiguous block of rows. Queries come pre-scaled by 1/sqrt(hd).
  */
 import * as tf from '@tensorflow/tfjs';
+import { readsSyncOnActiveBackend } from './backend.ts';
 
 /** Score elements (block rows × keys) one block may hold: 4M floats = 16 MB per score matrix. */
 const SCORE_BUDGET = 1 << 22;
@@ -89,6 +91,8 @@ function blockProbs(q: tf.Tensor2D, kT: tf.Tensor2D, blk: Block, rep: number): t
 export function causalAttention(q: tf.Tensor3D, k: tf.Tensor3D, v: tf.Tensor3D, blockSize?: number): tf.Tensor3D {
   const [g, tr, hd] = q.shape;
   const t = k.shape[1];
+  // Backends that cannot read synchronously (WebGPU) never take the per-group loop: it reads q, k, v to the host.
+  if (!readsSyncOnActiveBackend()) return batchedAttention(q, k, v);
   if (blockSize === undefined) {
     if (tr * t * hd <= SMALL_GROUP_WORK) return batchedAttention(q, k, v);
     // Backends with fast batched matmuls (GPU, libtensorflow) keep one op while all scores fit a few blocks' budget.

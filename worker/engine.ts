@@ -7,13 +7,14 @@
  * CheckpointWriter for `save`.
  */
 import * as tf from '@tensorflow/tfjs';
-import { selectBackend } from './backend.ts';
+import { readsSyncOnActiveBackend, selectBackend } from './backend.ts';
 import { EngineClosedError } from './common/protocol.ts';
 import type { BackendName, DecoderConfig, GeneratedToken, GenerateRequest, GenerateResult, LoraConfig, ModelInfo, NamedTensors, TrainerEngine, TrainMetrics, TrainOptions, TrainSample } from './common/engine.ts';
 import { createLora, effectiveParams, loadPeftIntoLora, loraToPeft, loraVariables, mergedParams, type LoraState } from './lora.ts';
-import { checkWeights, countParameters, decodeHostWeights, decodeStep, type DecodeHostWeights, disposeDecodeHostWeights, fromParams, fuseWeights, isLinearWeight, type ModelWeights, type Params, prefillBatch, toInternal, toParams, validateConfig } from './model.ts';
+import { checkWeights, countParameters, decodeHostWeights, decodeStep, type DecodeHostWeights, disposeDecodeHostWeights, type KvCache, fromParams, fuseWeights, isLinearWeight, type ModelWeights, type Params, prefillBatch, toInternal, toParams, validateConfig } from './model.ts';
 import { AdamW } from './optimizer.ts';
-import { ContinuousBatcher } from './sampler.ts';
+import { ContinuousBatcher, type DecoderRuntime } from './sampler.ts';
+import { decodeOnDevice, prefillOnDevice, type TensorKvCache } from './tensor-decode.ts';
 import { DEFAULT_TRAIN_OPTIONS, sequenceLogprobs, trainStep } from './train.ts';
 import type { Tokenizer } from './tokenizer/types.ts';
 import { MissingTensorError, TensorShapeError } from './checkpoint/errors.ts';
@@ -44,6 +45,13 @@ export interface EngineInit {
   writer?: CheckpointWriter;
 }
 
+interface InferenceWeights {
+  weights: ModelWeights;
+  /** Host copies for model.ts's decodeStep; null on backends that read asynchronously (they decode on the device). */
+  host: DecodeHostWeights | null;
+  merged: Params | null;
+}
+
 /** Token budget of one forward when scoring sequences (logprobs, KL reference). */
 const SCORING_TOKEN_BUDGET = 8192;
 
@@ -54,7 +62,7 @@ export class LocalEngine implements TrainerEngine {
   private trainable: tf.Variable[];
   private optimizer: AdamW | null = null;
   private reference: Params | null = null;
-  private inference: { weights: ModelWeights; host: DecodeHostWeights; merged: Params | null } | null = null;
+  private inference: InferenceWeights | null = null;
   private readonly batcher: ContinuousBatcher;
   private closed = false;
 
@@ -85,29 +93,46 @@ export class LocalEngine implements TrainerEngine {
       lora: init.lora ?? null,
       backend,
     };
-    this.batcher = new ContinuousBatcher(
-      {
-        contextLength: cfg.max_position_embeddings,
-        vocabSize: cfg.vocab_size,
-        prefill: (prompts) => prefillBatch(cfg, this.inferenceWeights().weights, prompts),
-        decode: (caches, tokens) => {
-          const w = this.inferenceWeights();
-          return decodeStep(cfg, w.weights, w.host, caches, tokens);
-        },
-        policyVersion: () => this.info.policyVersion,
+    this.batcher = new ContinuousBatcher(readsSyncOnActiveBackend() ? this.hostDecoding() : this.deviceDecoding(), init.tokenizer);
+  }
+
+  /** wasm/cpu: host KV caches and JS attention, answered synchronously (model.ts). */
+  private hostDecoding(): DecoderRuntime<KvCache> {
+    const cfg = this.init.config;
+    return {
+      contextLength: cfg.max_position_embeddings,
+      vocabSize: cfg.vocab_size,
+      prefill: (prompts) => prefillBatch(cfg, this.inferenceWeights().weights, prompts),
+      decode: (caches, tokens) => {
+        const w = this.inferenceWeights();
+        return decodeStep(cfg, w.weights, w.host!, caches, tokens);
       },
-      init.tokenizer,
-    );
+      policyVersion: () => this.info.policyVersion,
+    };
+  }
+
+  /** Backends that read asynchronously (WebGPU): device KV caches, one logits read per step (tensor-decode.ts). */
+  private deviceDecoding(): DecoderRuntime<TensorKvCache> {
+    const cfg = this.init.config;
+    return {
+      contextLength: cfg.max_position_embeddings,
+      vocabSize: cfg.vocab_size,
+      prefill: (prompts) => prefillOnDevice(cfg, this.inferenceWeights().weights, prompts),
+      decode: (caches, tokens) => decodeOnDevice(cfg, this.inferenceWeights().weights, caches, tokens),
+      release: (cache) => cache.dispose(),
+      policyVersion: () => this.info.policyVersion,
+    };
   }
 
   /** Fused (and LoRA-merged) weights for sampling, rebuilt after every weight change. */
-  private inferenceWeights(): { weights: ModelWeights; host: DecodeHostWeights; merged: Params | null } {
+  private inferenceWeights(): InferenceWeights {
     if (!this.inference) {
       const merged = this.lora ? mergedParams(this.params, this.lora) : null;
       const p = merged ?? this.params;
       // tidy keeps the tensors fuseWeights returns and frees its intermediates; params passed through stay as they are.
       const weights = tf.tidy(() => fuseWeights(this.init.config, p) as unknown as tf.TensorContainer) as unknown as ModelWeights;
-      this.inference = { weights, host: decodeHostWeights(this.init.config, p), merged };
+      // Host weights serve model.ts's decodeStep only (reading them needs dataSync).
+      this.inference = { weights, host: readsSyncOnActiveBackend() ? decodeHostWeights(this.init.config, p) : null, merged };
     }
     return this.inference;
   }
@@ -116,7 +141,7 @@ export class LocalEngine implements TrainerEngine {
     if (!this.inference) return;
     const owned = new Set(Object.values(this.params));
     const { weights, host, merged } = this.inference;
-    disposeDecodeHostWeights(host);
+    if (host) disposeDecodeHostWeights(host);
     const all = [weights.embed, weights.norm, weights.head, ...weights.layers.flatMap((l) => [l.inputNorm, l.q, l.k, l.v, l.qBias, l.kBias, l.vBias, l.qNorm, l.kNorm, l.o, l.postNorm, l.gate, l.up, l.down])];
     const mergedSet = new Set(merged ? Object.values(merged) : []);
     for (const t of new Set(all)) if (t && !owned.has(t) && !mergedSet.has(t)) t.dispose();
@@ -136,9 +161,9 @@ export class LocalEngine implements TrainerEngine {
   async trainStep(samples: TrainSample[], options: Partial<TrainOptions> = {}): Promise<TrainMetrics> {
     this.assertOpen();
     const opts = { ...DEFAULT_TRAIN_OPTIONS, ...options };
-    return this.batcher.exclusive(() => {
+    return this.batcher.exclusive(async () => {
       this.optimizer ??= new AdamW(this.trainable);
-      const metrics = trainStep(
+      const metrics = await trainStep(
         { cfg: this.init.config, params: this.params, lora: this.lora, trainable: this.trainable, optimizer: this.optimizer, reference: this.reference },
         samples,
         opts,
@@ -177,7 +202,7 @@ export class LocalEngine implements TrainerEngine {
   /** Full fine-tuning: every base weight (HF names and layout). With LoRA: the adapters in PEFT naming. */
   async getWeights(): Promise<NamedTensors> {
     this.assertOpen();
-    return this.lora ? loraToPeft(this.lora) : fromParams(this.params);
+    return this.lora ? await loraToPeft(this.lora) : await fromParams(this.params);
   }
 
   /** Base weights merged with the LoRA adapters (HF layout); the base weights when LoRA is off. */
@@ -185,9 +210,11 @@ export class LocalEngine implements TrainerEngine {
     this.assertOpen();
     if (!this.lora) return fromParams(this.params);
     const merged = mergedParams(this.params, this.lora);
-    const out = fromParams(merged);
-    for (const t of Object.values(merged)) t.dispose();
-    return out;
+    try {
+      return await fromParams(merged);
+    } finally {
+      for (const t of Object.values(merged)) t.dispose();
+    }
   }
 
   async setWeights(weights: NamedTensors, policyVersion: number): Promise<void> {
@@ -217,8 +244,8 @@ export class LocalEngine implements TrainerEngine {
     this.assertOpen();
     const writer = this.init.writer;
     if (!writer) throw new SaveNotSupportedError('this engine was created without a checkpoint writer');
-    if (this.lora) return writer.writeAdapter(dir, peftConfigFromLora(this.lora.config, { base_model_name_or_path: this.init.name }), loraToPeft(this.lora));
-    return writer.writeModel(dir, this.init.config, fromParams(this.params));
+    if (this.lora) return writer.writeAdapter(dir, peftConfigFromLora(this.lora.config, { base_model_name_or_path: this.init.name }), await loraToPeft(this.lora));
+    return writer.writeModel(dir, this.init.config, await fromParams(this.params));
   }
 
   async close(): Promise<void> {
@@ -233,6 +260,7 @@ export class LocalEngine implements TrainerEngine {
 
 /** Select the backend (once per thread) and build the engine on this thread. */
 export async function createEngineFromWeights(init: EngineInit): Promise<LocalEngine> {
-  const backend = await selectBackend(init.backend);
+  // The engine reads asynchronously where the backend needs it (WebGPU under Node), so such backends qualify.
+  const backend = await selectBackend(init.backend, { syncReads: false });
   return new LocalEngine(init, backend);
 }

@@ -10,6 +10,7 @@
  * Saved as a PEFT adapter: `base_model.model.<module>.lora_A.weight` / `lora_B.weight` + adapter_config.json.
  */
 import * as tf from '@tensorflow/tfjs';
+import { readAllFloats } from './read.ts';
 import type { DecoderConfig, LoraConfig, NamedTensors } from './common/engine.ts';
 import { gaussianArray, layerPrefix, LINEAR_MODULES, type Params, seededRandom, transpose2d } from './model.ts';
 
@@ -76,15 +77,17 @@ function peftNames(name: string): { a: string; b: string } {
 }
 
 /** Adapters in PEFT layout: lora_A [rank, in], lora_B [out, rank]. */
-export function loraToPeft(lora: LoraState): NamedTensors {
+export async function loraToPeft(lora: LoraState): Promise<NamedTensors> {
   const out: NamedTensors = {};
-  for (const name of Object.keys(lora.a)) {
-    const names = peftNames(name);
+  const names = Object.keys(lora.a);
+  const values = await readAllFloats(names.flatMap((name) => [lora.a[name], lora.b[name]]));
+  names.forEach((name, i) => {
+    const peft = peftNames(name);
     const [inp, r] = lora.a[name].shape;
     const [, outDim] = lora.b[name].shape;
-    out[names.a] = { shape: [r, inp], data: transpose2d(lora.a[name].dataSync() as Float32Array, inp, r) };
-    out[names.b] = { shape: [outDim, r], data: transpose2d(lora.b[name].dataSync() as Float32Array, r, outDim) };
-  }
+    out[peft.a] = { shape: [r, inp], data: transpose2d(values[2 * i], inp, r) };
+    out[peft.b] = { shape: [outDim, r], data: transpose2d(values[2 * i + 1], r, outDim) };
+  });
   return out;
 }
 

@@ -16,6 +16,8 @@
  */
 import * as tf from '@tensorflow/tfjs';
 import { checkDecoderTensors, decoderTensorShapes } from './checkpoint/decoder-tensors.ts';
+import { readsSyncOnActiveBackend } from './backend.ts';
+import { readAllFloats } from './read.ts';
 import { causalAttention } from './causal-attention.ts';
 import type { DecoderConfig, NamedTensors } from './common/engine.ts';
 import { seededRandom } from './common/random.ts';
@@ -150,8 +152,10 @@ export function linear(x: tf.Tensor2D, w: tf.Tensor2D): tf.Tensor2D {
 /**
  * Embedding lookup with a gradient that does not need UnsortedSegmentSum (missing on wasm): the backward pass
  * scatter-adds dy rows into a dense [V, D] gradient in plain JS (N·D adds; a one-hot matmul would be N·V·D).
+ * Backends that cannot read synchronously (WebGPU) have the kernel: there tfjs's own gather gradient runs.
  */
 export function embed(table: tf.Tensor2D, ids: Int32Array): tf.Tensor2D {
+  if (!readsSyncOnActiveBackend()) return tf.gather(table, tf.tensor1d(ids, 'int32'));
   const [v, d] = table.shape;
   const f = tf.customGrad(((tableIn: tf.Tensor) => ({
     value: tf.gather(tableIn, tf.tensor1d(ids, 'int32')),
@@ -678,10 +682,12 @@ export function toParams(named: NamedTensors, trainable = false): Params {
 }
 
 /** tfjs tensors in internal layout → HF-layout named tensors (copies). */
-export function fromParams(p: Params): NamedTensors {
+export async function fromParams(p: Params): Promise<NamedTensors> {
+  const entries = Object.entries(p);
+  const values = await readAllFloats(entries.map(([, t]) => t));
   const out: NamedTensors = {};
-  for (const [name, t] of Object.entries(p)) {
-    out[name] = toHuggingFace(name, { shape: t.shape.slice(), data: (t.dataSync() as Float32Array).slice() });
-  }
+  entries.forEach(([name, t], i) => {
+    out[name] = toHuggingFace(name, { shape: t.shape.slice(), data: values[i] });
+  });
   return out;
 }

@@ -39,7 +39,7 @@ export class AdamW {
    * p ← p − lr·(m̂ / (√v̂ + eps) + wd·p), with g scaled by `gradScale` (clipping). Weight decay applies to matrices
    * only: norms and biases are left alone, as is common practice.
    */
-  step(grads: tf.Tensor[], lr: number, weightDecay: number, gradScale = 1): void {
+  step(grads: tf.Tensor[], lr: number, weightDecay: number, gradScale: number | tf.Scalar = 1): void {
     this.t += 1;
     const { beta1, beta2, eps } = this.opts;
     const c1 = 1 / (1 - Math.pow(beta1, this.t));
@@ -64,13 +64,31 @@ export class AdamW {
   }
 }
 
-/** √(Σ‖g‖²) over all gradients. */
+/** Σ‖g‖² over all gradients, left on the device. */
+export function globalNormSquared(grads: tf.Tensor[]): tf.Scalar {
+  if (grads.length === 0) return tf.scalar(0);
+  return tf.tidy(() => tf.addN(grads.map((g) => tf.sum(tf.square(g)))) as tf.Scalar);
+}
+
+/** √(Σ‖g‖²) over all gradients (reads synchronously: wasm/cpu). */
 export function globalNorm(grads: tf.Tensor[]): number {
-  if (grads.length === 0) return 0;
-  const sq = tf.tidy(() => tf.addN(grads.map((g) => tf.sum(tf.square(g)))));
+  const sq = globalNormSquared(grads);
   const v = sq.dataSync()[0];
   sq.dispose();
   return Math.sqrt(v);
+}
+
+/**
+ * clipScale computed on the device from Σ‖g‖², for backends that read asynchronously: the optimizer step needs
+ * no read back in the middle of the training step.
+ */
+export function clipScaleOnDevice(normSquared: tf.Scalar, maxNorm: number): tf.Scalar {
+  if (!(maxNorm > 0)) return tf.scalar(1);
+  return tf.tidy(() => {
+    const norm = tf.sqrt(normSquared);
+    const clip = tf.logicalAnd(tf.isFinite(norm), tf.greater(norm, maxNorm));
+    return tf.where(clip, tf.div(maxNorm, tf.add(norm, 1e-6)), tf.onesLike(norm)) as tf.Scalar;
+  });
 }
 
 /** Factor that brings the global norm down to `maxNorm` (1 when already below, or clipping is off). */

@@ -14,7 +14,7 @@
  * running batch between two steps, and leaves it as soon as it stops, without waiting for the others.
  */
 import type { FinishReason, GeneratedToken, GenerateRequest, GenerateResult, SamplingParams, TokenLogprob } from './common/engine.ts';
-import { ContextLengthError, type KvCache, seededRandom } from './model.ts';
+import { ContextLengthError, seededRandom } from './model.ts';
 import { StopStringDetector, StreamDecoder } from './tokenizer/stream-decoder.ts';
 import type { Tokenizer } from './tokenizer/types.ts';
 
@@ -120,14 +120,25 @@ export function sampleToken(logits: Float32Array, s: SamplingParams, rand: () =>
   return token;
 }
 
-/** What the batcher needs from the model. */
-export interface DecoderRuntime {
+/** A sequence's KV cache, whatever holds it (host arrays on wasm/cpu, device tensors on WebGPU). */
+export interface DecodeCache {
+  /** Positions cached so far. */
+  readonly length: number;
+}
+
+/**
+ * What the batcher needs from the model. prefill and decode may answer synchronously (wasm/cpu: the hot loop takes
+ * no extra event-loop turn) or with a promise (backends that read results asynchronously).
+ */
+export interface DecoderRuntime<C extends DecodeCache = DecodeCache> {
   readonly contextLength: number;
   readonly vocabSize: number;
   /** Run the prompts (in one batch where it can), return per prompt its cache and the last position's logits [V]. */
-  prefill(prompts: number[][]): { cache: KvCache; logits: Float32Array }[];
+  prefill(prompts: number[][]): { cache: C; logits: Float32Array }[] | Promise<{ cache: C; logits: Float32Array }[]>;
   /** Append `tokens[i]` to `caches[i]` for all i in one batched step; logits [n, V] row-major. */
-  decode(caches: KvCache[], tokens: number[]): Float32Array;
+  decode(caches: C[], tokens: number[]): Float32Array | Promise<Float32Array>;
+  /** Free a cache the batcher no longer needs (device memory); absent where the garbage collector suffices. */
+  release?(cache: C): void;
   policyVersion(): number;
 }
 
@@ -142,7 +153,7 @@ interface Sequence {
   prefillMs: number;
   decodeStart: number;
   rand: () => number;
-  cache: KvCache | null;
+  cache: DecodeCache | null;
   tokens: GeneratedToken[];
   stopIds: Set<number>;
   decoder: StreamDecoder | null;
@@ -162,9 +173,11 @@ export class ContinuousBatcher {
   /** Set while a weight update waits for the running batch to drain; nothing new is admitted meanwhile. */
   private pausedBy: Promise<unknown> | null = null;
   private drained: (() => void) | null = null;
+  /** Set by rejectAll: a prefill that was in flight then fails its requests with this error. */
+  private closedBy: Error | null = null;
 
   constructor(
-    private readonly runtime: DecoderRuntime,
+    private readonly runtime: DecoderRuntime<DecodeCache>,
     private readonly tokenizer: Tokenizer | null,
     private readonly maxBatch = MAX_BATCH,
   ) {}
@@ -228,7 +241,16 @@ export class ContinuousBatcher {
 
   /** Fail every request (engine closing). */
   rejectAll(err: Error): void {
-    for (const seq of [...this.queue.splice(0), ...this.active.splice(0)]) seq.reject(err);
+    this.closedBy = err;
+    for (const seq of [...this.queue.splice(0), ...this.active.splice(0)]) {
+      this.releaseCache(seq);
+      seq.reject(err);
+    }
+  }
+
+  private releaseCache(seq: Sequence): void {
+    if (seq.cache) this.runtime.release?.(seq.cache);
+    seq.cache = null;
   }
 
   private kick(): void {
@@ -240,8 +262,8 @@ export class ContinuousBatcher {
   private async loop(): Promise<void> {
     try {
       while (this.active.length > 0 || (this.queue.length > 0 && !this.pausedBy)) {
-        if (!this.pausedBy) this.admit();
-        if (this.active.length > 0) this.step();
+        if (!this.pausedBy) await this.admit();
+        if (this.active.length > 0) await this.step();
         if (this.active.length === 0 && this.drained) {
           this.drained();
           this.drained = null;
@@ -259,7 +281,7 @@ export class ContinuousBatcher {
   }
 
   /** Prefill waiting requests together (one forward per PREFILL_TOKEN_BUDGET) and sample their first token. */
-  private admit(): void {
+  private async admit(): Promise<void> {
     while (this.queue.length > 0 && this.active.length < this.maxBatch) {
       const group: Sequence[] = [];
       let longest = 0;
@@ -276,20 +298,26 @@ export class ContinuousBatcher {
         group.push(next);
         longest = width;
       }
-      if (group.length > 0) this.prefillGroup(group);
+      if (group.length > 0) await this.prefillGroup(group);
     }
   }
 
-  private prefillGroup(group: Sequence[]): void {
+  private async prefillGroup(group: Sequence[]): Promise<void> {
     const start = performance.now();
-    let results: { cache: KvCache; logits: Float32Array }[];
+    let results: { cache: DecodeCache; logits: Float32Array }[];
     try {
       for (const seq of group) seq.policyVersion = this.runtime.policyVersion();
-      results = this.runtime.prefill(group.map((seq) => seq.req.promptIds));
+      const answer = this.runtime.prefill(group.map((seq) => seq.req.promptIds));
+      results = answer instanceof Promise ? await answer : answer;
     } catch (err) {
       // One bad request must not fail the others: retry them one by one, so only the culprit is rejected.
-      if (group.length > 1) for (const seq of group) this.prefillGroup([seq]);
+      if (group.length > 1) for (const seq of group) await this.prefillGroup([seq]);
       else group[0].reject(err);
+      return;
+    }
+    if (this.closedBy) {
+      for (const r of results) this.runtime.release?.(r.cache);
+      for (const seq of group) seq.reject(this.closedBy);
       return;
     }
     const prefillMs = performance.now() - start;
@@ -302,7 +330,7 @@ export class ContinuousBatcher {
   }
 
   /** One batched decode step over every active sequence. */
-  private step(): void {
+  private async step(): Promise<void> {
     for (let i = this.active.length - 1; i >= 0; i--) {
       if (this.active[i].signal?.aborted) this.finish(this.active.splice(i, 1)[0], 'cancelled');
     }
@@ -310,18 +338,24 @@ export class ContinuousBatcher {
     const batch = this.active.slice();
     let logits: Float32Array;
     try {
-      logits = this.runtime.decode(
+      const answer = this.runtime.decode(
         batch.map((s) => s.cache!),
         batch.map((s) => s.tokens[s.tokens.length - 1].id),
       );
+      logits = answer instanceof Promise ? await answer : answer;
     } catch (err) {
       this.active.length = 0;
-      for (const seq of batch) seq.reject(err);
+      for (const seq of batch) {
+        this.releaseCache(seq);
+        seq.reject(err);
+      }
       return;
     }
     const v = this.runtime.vocabSize;
     for (let i = 0; i < batch.length; i++) {
-      if (this.accept(batch[i], logits.subarray(i * v, (i + 1) * v))) this.active.splice(this.active.indexOf(batch[i]), 1);
+      const at = this.active.indexOf(batch[i]);
+      if (at < 0) continue; // rejected while the step ran (engine closing)
+      if (this.accept(batch[i], logits.subarray(i * v, (i + 1) * v))) this.active.splice(at, 1);
     }
   }
 
@@ -350,7 +384,7 @@ export class ContinuousBatcher {
       timings: { queuedMs: seq.queuedMs, prefillMs: seq.prefillMs, decodeMs: seq.decodeStart ? performance.now() - seq.decodeStart : 0 },
     };
     if (stopString !== undefined) result.stopString = stopString;
-    seq.cache = null;
+    this.releaseCache(seq);
     seq.resolve(result);
     return true;
   }

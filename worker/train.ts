@@ -11,7 +11,9 @@ import type { DecoderConfig, TrainMetrics, TrainOptions, TrainSample } from './c
 import { k3Kl, nllLoss, ppoClipLoss } from './losses.ts';
 import { effectiveParams, type LoraState } from './lora.ts';
 import { ContextLengthError, entropy, forward, fuseWeights, type Params, targetLogprobs } from './model.ts';
-import { type AdamW, clipScale, globalNorm, learningRateAt } from './optimizer.ts';
+import { type AdamW, clipScale, clipScaleOnDevice, globalNorm, globalNormSquared, learningRateAt } from './optimizer.ts';
+import { readsSyncOnActiveBackend } from './backend.ts';
+import { readScalars } from './read.ts';
 
 export class InvalidSampleError extends Error {
   override name = 'InvalidSampleError';
@@ -117,13 +119,14 @@ export function packedLogprobs(cfg: DecoderConfig, params: Params, rows: PackedR
 }
 
 /** Logprob of every token under `params`: index t holds log p(tokens[t] | tokens[<t]); index 0 is 0. */
-export function sequenceLogprobs(cfg: DecoderConfig, params: Params, sequences: number[][], tokenBudget: number): number[][] {
+export async function sequenceLogprobs(cfg: DecoderConfig, params: Params, sequences: number[][], tokenBudget: number): Promise<number[][]> {
   const out: number[][] = new Array(sequences.length);
   const indexed = sequences.map((tokens, index) => ({ tokens, index }));
   for (const group of packMicroBatches(indexed, tokenBudget)) {
     const rows = packRows(group.map((g) => ({ tokens: g.tokens, lossMask: g.tokens.map(() => 0), advantages: g.tokens.map(() => 0), oldLogprobs: g.tokens.map(() => 0) })));
     const lp = tf.tidy(() => packedLogprobs(cfg, params, rows, 1));
-    const data = lp.dataSync() as Float32Array;
+    // wasm/cpu read without yielding: scoring stays atomic against a weight update there, as it always was.
+    const data = (readsSyncOnActiveBackend() ? lp.dataSync() : await lp.data()) as Float32Array;
     group.forEach((g, row) => {
       const res = [0];
       for (let i = 0; i + 1 < g.tokens.length; i++) res.push(data[row * rows.t + i]);
@@ -141,8 +144,11 @@ function tokenSumDivisor(opts: TrainOptions, sampleCount: number): number {
   return divisor;
 }
 
-/** One optimizer step over `samples` (the schedule reads the optimizer's step count); returns the metrics. */
-export function trainStep(state: TrainState, samples: TrainSample[], opts: TrainOptions, policyVersionAfter: number): TrainMetrics {
+/**
+ * One optimizer step over `samples` (the schedule reads the optimizer's step count); returns the metrics.
+ * Loss and statistics are read once at the end (one transfer on backends that read asynchronously).
+ */
+export async function trainStep(state: TrainState, samples: TrainSample[], opts: TrainOptions, policyVersionAfter: number): Promise<TrainMetrics> {
   const started = performance.now();
   const { cfg } = state;
   validateSamples(cfg, samples);
@@ -158,10 +164,8 @@ export function trainStep(state: TrainState, samples: TrainSample[], opts: Train
   const lr = learningRateAt(opts.learningRate, state.optimizer.stepCount, opts.schedule ?? { kind: 'constant' });
   const microBatches = packMicroBatches(samples, opts.microBatchTokens);
   let accumulated: tf.Tensor[] | null = null;
-  let loss = 0;
-  let clipped = 0;
-  let kl = 0;
-  let ent = 0;
+  /** Per micro-batch: [loss, entropy sum, (clipped count), (k3 sum)] as scalars, read after the step. */
+  const scalars: tf.Tensor[] = [];
 
   for (const group of microBatches) {
     const rows = packRows(group);
@@ -200,23 +204,37 @@ export function trainStep(state: TrainState, samples: TrainSample[], opts: Train
         return sum;
       });
     }
-    loss += value.dataSync()[0];
-    value.dispose();
-    const s = stats.map((t) => {
-      const v = t.dataSync()[0];
-      t.dispose();
-      return v;
-    });
-    ent += s[0];
-    if (opts.loss === 'ppo') clipped += s[1];
-    if (useKl) kl += s[2];
+    scalars.push(value, ...stats);
   }
 
-  // Clip by global norm, then step.
+  // Clip by global norm, then step. Where reads are asynchronous the clip scale stays on the device.
   const grads = accumulated!;
-  const gradNorm = globalNorm(grads);
-  state.optimizer.step(grads, lr, opts.weightDecay, clipScale(gradNorm, opts.maxGradNorm));
+  let gradNorm = 0;
+  if (readsSyncOnActiveBackend()) {
+    gradNorm = globalNorm(grads);
+    state.optimizer.step(grads, lr, opts.weightDecay, clipScale(gradNorm, opts.maxGradNorm));
+  } else {
+    const normSquared = globalNormSquared(grads);
+    const scale = clipScaleOnDevice(normSquared, opts.maxGradNorm);
+    state.optimizer.step(grads, lr, opts.weightDecay, scale);
+    scale.dispose();
+    scalars.push(normSquared);
+  }
   for (const g of grads) g.dispose();
+
+  const values = await readScalars(scalars);
+  if (!readsSyncOnActiveBackend()) gradNorm = Math.sqrt(values.pop()!);
+  const perBatch = 2 + (opts.loss === 'ppo' ? 1 : 0) + (useKl ? 1 : 0);
+  let loss = 0;
+  let clipped = 0;
+  let kl = 0;
+  let ent = 0;
+  for (let i = 0; i < values.length; i += perBatch) {
+    loss += values[i];
+    ent += values[i + 1];
+    if (opts.loss === 'ppo') clipped += values[i + 2];
+    if (useKl) kl += values[i + 3];
+  }
 
   const perToken = (x: number) => (trainedTokens > 0 ? x / trainedTokens : 0);
   return {

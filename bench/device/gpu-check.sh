@@ -7,6 +7,9 @@
 #   run(command: "bash bench/device/gpu-check.sh [select-auto webgpu wasm bench-model-wasm]",
 #       carry: [".gl", ".devcarry"], timeout_s: 420)
 # Results land in $OUT: webgpu.json, wasm.json, bench-model-wasm.json, select-auto.json and gpu-check.log.
+# The engine itself (bench/model.ts, bench/device/engine-check.ts) on both backends, about 4 minutes:
+#   run(command: "bash bench/device/gpu-check.sh select-auto engine-webgpu engine-wasm bench-model-webgpu bench-model-wasm",
+#       carry: [".gl", ".devcarry"], timeout_s: 300)
 #
 # What travels: .gl/ holds the Vulkan/GL loader .debs (the device README's recipe); .devcarry/ holds this
 # machine's node binary (xz), one esbuild bundle of bench/device/gpu-check.ts with tfjs inlined (CommonJS, so that
@@ -27,7 +30,7 @@ if [ "${1:-}" = "--prepare" ]; then
   cp node_modules/@tensorflow/tfjs-backend-wasm/dist/*.wasm .devcarry/app/
   npx esbuild bench/device/gpu-check.ts --bundle --platform=node --format=cjs --target=node20 \
     --external:webgpu --external:@tensorflow/tfjs-node --external:@tensorflow/tfjs-node-gpu \
-    --outfile=.devcarry/app/gpu-check.cjs --log-level=warning
+    --outfile=.devcarry/app/gpu-check.cjs --log-level=warning --log-override:empty-import-meta=silent
   du -sh .gl .devcarry
   exit 0
 fi
@@ -84,6 +87,9 @@ for s in $steps; do
       ;;
     wasm) step wasm 90 wasm ;;
     bench-model-wasm) AGENTJET_BACKEND=wasm step bench-model-wasm 100 bench-model ;;
+    bench-model-webgpu) AGENTJET_BACKEND=webgpu step bench-model-webgpu 100 bench-model ;;
+    engine-webgpu) step engine-webgpu 90 engine webgpu --bench ;;
+    engine-wasm) step engine-wasm 90 engine wasm --bench ;;
     *) echo "unknown step $s" ;;
   esac
 done

@@ -6,9 +6,10 @@
  *   node --import tsx bench/device/gpu-check.ts webgpu|wasm|cpu   → table on stdout, JSON as the last line
  *   node --import tsx bench/device/gpu-check.ts bench-model        → bench/model.ts itself (engine, sync reads)
  *   node --import tsx bench/device/gpu-check.ts select-auto        → the engine's backend choice, as JSON
+ *   node --import tsx bench/device/gpu-check.ts engine NAME [--bench] → the engine on NAME (engine-check.ts)
  *
- * bench/device/gpu-check.sh runs it on a lent GPU machine. The engine's own paths (optimizer step, KV-cache and
- * batched decoding) read with dataSync and run on backends that can (see worker/backend.ts).
+ * bench/device/gpu-check.sh runs it on a lent GPU machine. The engine reads with dataSync on backends that can
+ * and with `await data()` elsewhere (device KV cache, on-device clipping: see worker/backend.ts).
  */
 import '../../p2p/polyfill.ts';
 import * as tf from '@tensorflow/tfjs';
@@ -16,6 +17,7 @@ import { type GpuAdapterInfo, gpuAdapterInfo, selectBackend } from '../../worker
 import type { BackendName, BackendReport } from '../../worker/common/engine.ts';
 import { countParameters, forward, fuseWeights, initWeights, targetLogprobs, toParams } from '../../worker/model.ts';
 import modelBench, { BENCH_CONFIG } from '../model.ts';
+import { engineCheck } from './engine-check.ts';
 import { formatTable } from '../report.ts';
 
 
@@ -24,20 +26,20 @@ const H200_FP32_PEAK_GFLOPS = 67_000;
 
 interface SelectionResult {
   report: BackendReport;
-  /** Why the engine's default selection (sync reads) passes this backend over, when it does. */
-  engineRefusal: string | null;
+  /** Why a caller that reads synchronously (dataSync) passes this backend over, when it does. */
+  syncRefusal: string | null;
   adapter: GpuAdapterInfo | null;
 }
 
 async function select(name: BackendName): Promise<SelectionResult> {
-  let engineRefusal: string | null = null;
+  let syncRefusal: string | null = null;
   try {
     await selectBackend(name);
   } catch (err) {
-    engineRefusal = `${(err as Error).name}: ${(err as Error).message}`;
+    syncRefusal = `${(err as Error).name}: ${(err as Error).message}`;
   }
   const report = await selectBackend(name, { syncReads: false });
-  return { report, engineRefusal, adapter: gpuAdapterInfo() };
+  return { report, syncRefusal, adapter: gpuAdapterInfo() };
 }
 
 /** Best GFLOP/s of `reps` n×n×n products, each timed to its result being readable. */
@@ -67,7 +69,8 @@ function tokenRows(rows: number, len: number): Int32Array {
 
 /**
  * Forward + backward of the mean next-token NLL over `rows` × `len` tokens, gradients for every weight except the
- * embedding table (its gradient reads dy with dataSync: worker/model.ts `embed`). No optimizer step.
+ * embedding table (kept out so that the numbers compare with h200-2026-11-30.json, measured when wasm's host-side
+ * embedding gradient ran on every backend). No optimizer step.
  */
 async function trainThroughput(steps: number, rows: number, len: number): Promise<{ tokensPerS: number; loss: number; gradChecksum: number }> {
   const cfg = BENCH_CONFIG;
@@ -124,9 +127,14 @@ async function main(): Promise<void> {
   const mode = process.argv[2] ?? 'webgpu';
   const log = (line: string) => process.stderr.write(line + '\n');
   if (mode === 'select-auto') {
-    // The engine's own choice (sync reads), with the reasons for every backend passed over.
-    const report = await selectBackend();
+    // The engine's own choice, with the reasons for every backend passed over.
+    const report = await selectBackend(undefined, { syncReads: false });
     process.stdout.write(JSON.stringify({ ...report, adapter: gpuAdapterInfo() }) + '\n');
+    return;
+  }
+  if (mode === 'engine') {
+    const result = await engineCheck((process.argv[3] ?? 'wasm') as BackendName, process.argv.includes('--bench'));
+    process.stdout.write(JSON.stringify(result) + '\n');
     return;
   }
   if (mode === 'bench-model') {
@@ -136,7 +144,7 @@ async function main(): Promise<void> {
   }
   const sel = await select(mode as BackendName);
   log(`backend ${sel.report.name}: self-check max error ${sel.report.selfCheck.maxAbsError}; adapter ${JSON.stringify(sel.adapter)}`);
-  if (sel.engineRefusal) log(`engine selection: ${sel.engineRefusal}`);
+  if (sel.syncRefusal) log(`synchronous reads: ${sel.syncRefusal}`);
   // --quick: tiny sizes, to try the whole path on a software adapter (lavapipe) before spending GPU time.
   const quick = process.argv.includes('--quick');
   const sizes = quick ? [256] : mode === 'webgpu' ? [1024, 2048, 4096] : [1024];
@@ -149,7 +157,7 @@ async function main(): Promise<void> {
     backend: sel.report.name,
     self_check_ok: sel.report.selfCheck.ok,
     self_check_max_abs_error: sel.report.selfCheck.maxAbsError,
-    engine_selection: sel.engineRefusal ?? 'accepted (reads synchronously)',
+    reads_synchronously: sel.syncRefusal ?? 'yes',
     adapter: sel.adapter ? `${sel.adapter.vendor} ${sel.adapter.architecture} ${sel.adapter.description}`.trim() : 'none',
     params,
     ...gflops,

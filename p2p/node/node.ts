@@ -85,7 +85,7 @@ export interface SwarmNode {
   /** Connect to a peer by multiaddr; returns its peer id. */
   dial(address: string, options?: { signal?: AbortSignal }): Promise<string>;
   connectedPeers(): string[];
-  /** Stop everything; safe to call twice. */
+  /** Stop everything, saying goodbye in presence first (bounded wait); safe to call twice. */
   stop(): Promise<void>;
 }
 
@@ -140,6 +140,7 @@ export async function createSwarmNode(options: SwarmNodeOptions): Promise<SwarmN
     connectedPeers: () => [...new Set(libp2p.getConnections().map((c) => c.remotePeer.toString()))],
     stop: () => {
       stopping ??= (async () => {
+        await presence.leave();
         presence.stop();
         await Promise.allSettled([infer.stop(), episode.stop(), trajectories.stop(), weights.stop()]);
         await libp2p.stop();

@@ -29,3 +29,19 @@ export const PresenceAnnouncement = PresenceContent.extend({
   timestamp: z.number().int().nonnegative(),
 });
 export type PresenceAnnouncement = z.infer<typeof PresenceAnnouncement>;
+
+/**
+ * A peer's last word on a clean stop: receivers drop it at once instead of waiting for its expiry. Strict, so
+ * that an announcement can never be read as a goodbye.
+ */
+export const PresenceGoodbye = z.strictObject({
+  v: z.literal(PRESENCE_VERSION),
+  peerId: z.string().min(1).max(128),
+  timestamp: z.number().int().nonnegative(),
+  leaving: z.literal(true),
+});
+export type PresenceGoodbye = z.infer<typeof PresenceGoodbye>;
+
+/** Everything the presence topic carries. */
+export const PresenceMessage = z.union([PresenceGoodbye, PresenceAnnouncement]);
+export type PresenceMessage = z.infer<typeof PresenceMessage>;

@@ -12,3 +12,7 @@ export const PRESENCE_TTL_INTERVALS = 3;
 export const MAX_PRESENCE_BYTES = 64 * 1024;
 /** Collapse bursts of "a peer subscribed" into one announcement. */
 export const ANNOUNCE_DEBOUNCE_MS = 50;
+/** A clean stop waits at most this long for its goodbye to be sent; shutdown never hangs on a stuck peer. */
+export const GOODBYE_TIMEOUT_MS = 500;
+/** Goodbyes remembered (per peer, its timestamp) so that a late, older announcement does not bring it back. */
+export const REMEMBERED_GOODBYES = 1_024;

@@ -9,7 +9,7 @@
  * ```
  */
 export { PresenceService } from './presence.ts';
-export type { PresenceEntry, PresenceEvents, PresenceInit } from './presence.ts';
-export { PresenceAnnouncement, PresenceContent, HostedModel } from './announcement.ts';
+export type { PresenceEntry, PresenceEvents, PresenceInit, PresenceLeave, PresenceLeaveReason } from './presence.ts';
+export { PresenceAnnouncement, PresenceContent, PresenceGoodbye, PresenceMessage, HostedModel } from './announcement.ts';
 export * from './constants.ts';
 export * from './errors.ts';

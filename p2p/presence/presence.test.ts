@@ -2,7 +2,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { generateSwarmKey } from '../swarm-token/token.ts';
 import { eventually, testNodes } from '../testing/nodes.ts';
 import type { PresenceContent } from './announcement.ts';
-import type { PresenceEntry } from './presence.ts';
+import type { PresenceEntry, PresenceLeave } from './presence.ts';
 
 const nodes = testNodes();
 afterEach(() => nodes.cleanup());
@@ -18,7 +18,7 @@ function content(load: number, policyVersion = 1): PresenceContent {
 }
 
 describe('presence', () => {
-  it('reports joins, updates and the leave of a peer that stops announcing', async () => {
+  it('reports joins, updates and the leave of a peer that goes silent', async () => {
     const swarm = { name: 'lab', key: generateSwarmKey() };
     const a = await nodes.start({ swarm });
     const b = await nodes.start({ swarm });
@@ -43,10 +43,47 @@ describe('presence', () => {
     await eventually(() => a.presence.get(b.peerId)?.announcement.pool.load === 3);
     expect(events.some(([kind, e]) => kind === 'update' && e.peerId === b.peerId)).toBe(true);
 
-    await c.stop();
+    // c goes silent without a goodbye (as a crashed peer would): it expires.
+    c.presence.stop();
     const left = await eventually(() => events.find(([kind]) => kind === 'leave'));
     expect(left[1].peerId).toBe(c.peerId);
+    expect((left[1] as PresenceLeave).reason).toBe('expired');
     expect(a.presence.list().map((e) => e.peerId)).toEqual([b.peerId]);
+  });
+
+  it('drops a peer that says goodbye at once, long before it would expire', async () => {
+    const swarm = { name: 'lab', key: generateSwarmKey() };
+    // An hour of TTL: only the goodbye can remove b within this test's timeout.
+    const a = await nodes.start({ swarm, presence: { intervalMs: 200, ttlMs: 3_600_000 } });
+    const b = await nodes.start({ swarm });
+    const leaves: PresenceLeave[] = [];
+    a.presence.on('leave', (entry) => leaves.push(entry));
+    await a.presence.setContent(() => content(0));
+    await b.presence.setContent(() => content(1));
+    await b.dial(a.multiaddrs()[0]);
+    await eventually(() => a.presence.get(b.peerId));
+
+    await b.stop();
+    const left = await eventually(() => leaves[0]);
+    expect(left).toMatchObject({ peerId: b.peerId, reason: 'goodbye' });
+    expect(a.presence.list()).toEqual([]);
+  });
+
+  it('ignores a goodbye signed by a peer other than the one leaving', async () => {
+    const swarm = { name: 'lab', key: generateSwarmKey() };
+    const a = await nodes.start({ swarm, presence: { intervalMs: 200, ttlMs: 3_600_000 } });
+    const b = await nodes.start({ swarm });
+    const c = await nodes.start({ swarm });
+    await a.presence.setContent(() => content(0));
+    await b.presence.setContent(() => content(1));
+    await c.presence.setContent(() => content(2));
+    await b.dial(a.multiaddrs()[0]);
+    await c.dial(a.multiaddrs()[0]);
+    await eventually(() => a.presence.get(b.peerId) && a.presence.get(c.peerId));
+    const forged = { v: 1, peerId: b.peerId, timestamp: Date.now(), leaving: true };
+    await c.libp2p.services.pubsub.publish(c.presence.topic, new TextEncoder().encode(JSON.stringify(forged)));
+    await eventually(() => a.violations.count(c.libp2p.peerId) > 0);
+    expect(a.presence.get(b.peerId)).toBeDefined();
   });
 
   it('refuses to announce content of the wrong shape', async () => {

@@ -1,6 +1,7 @@
 /**
  * Presence over gossipsub: every peer periodically publishes what it offers, and every peer keeps a table of
- * the others, dropping a peer it has not heard from for `ttlMs`. Listeners hear join / update / leave.
+ * the others, dropping a peer it has not heard from for `ttlMs`, or at once when it says goodbye (a clean stop).
+ * Listeners hear join / update / leave.
  */
 import type { PeerId } from '@libp2p/interface';
 import type { GossipSub, Message } from '@libp2p/gossipsub';
@@ -8,13 +9,16 @@ import { TopicValidatorResult } from '@libp2p/gossipsub';
 import { decodeJsonFrame } from '../framing/frames.ts';
 import type { ViolationTracker } from '../protocols/shared/violations.ts';
 import type { PresenceContent } from './announcement.ts';
-import { PresenceAnnouncement } from './announcement.ts';
+import { PresenceAnnouncement, PresenceMessage } from './announcement.ts';
+import type { PresenceGoodbye } from './announcement.ts';
 import {
   ANNOUNCE_DEBOUNCE_MS,
   DEFAULT_PRESENCE_INTERVAL_MS,
+  GOODBYE_TIMEOUT_MS,
   MAX_PRESENCE_BYTES,
   PRESENCE_TTL_INTERVALS,
   PRESENCE_VERSION,
+  REMEMBERED_GOODBYES,
   presenceTopic,
 } from './constants.ts';
 import { InvalidPresenceAnnouncementError } from './errors.ts';
@@ -26,10 +30,17 @@ export interface PresenceEntry {
   lastSeen: number;
 }
 
+/** 'goodbye': the peer announced a clean stop; 'expired': it went silent for the TTL (crash, network). */
+export type PresenceLeaveReason = 'goodbye' | 'expired';
+
+export interface PresenceLeave extends PresenceEntry {
+  reason: PresenceLeaveReason;
+}
+
 export interface PresenceEvents {
   join: PresenceEntry;
   update: PresenceEntry;
-  leave: PresenceEntry;
+  leave: PresenceLeave;
 }
 
 export interface PresenceInit {
@@ -51,6 +62,8 @@ export class PresenceService {
   readonly intervalMs: number;
   readonly ttlMs: number;
   private readonly peers = new Map<string, PresenceEntry>();
+  /** peerId → timestamp of its goodbye: announcements it sent before leaving are stale. */
+  private readonly goodbyes = new Map<string, number>();
   private readonly listeners: { [K in keyof PresenceEvents]: Set<Listener<PresenceEvents[K]>> } = {
     join: new Set(),
     update: new Set(),
@@ -81,6 +94,28 @@ export class PresenceService {
     pubsub.subscribe(this.topic);
     this.announceTimer = setInterval(() => this.announceQuietly(), this.intervalMs);
     this.sweepTimer = setInterval(() => this.expireStale(), Math.max(50, Math.min(this.intervalMs, this.ttlMs / 2)));
+  }
+
+  /**
+   * Say goodbye (a clean stop), so that the others drop this peer at once instead of after the TTL. Waits at
+   * most `timeoutMs` for the message to be handed to the connections; failures are ignored (the TTL remains).
+   */
+  async leave(timeoutMs = GOODBYE_TIMEOUT_MS): Promise<void> {
+    if (!this.started) return;
+    const goodbye: PresenceGoodbye = {
+      v: PRESENCE_VERSION,
+      peerId: this.components.peerId.toString(),
+      timestamp: Date.now(),
+      leaving: true,
+    };
+    const bytes = new TextEncoder().encode(JSON.stringify(goodbye));
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<void>((resolve) => (timer = setTimeout(resolve, timeoutMs)));
+    try {
+      await Promise.race([this.components.pubsub.publish(this.topic, bytes).catch(() => undefined), timeout]);
+    } finally {
+      clearTimeout(timer);
+    }
   }
 
   stop(): void {
@@ -157,18 +192,17 @@ export class PresenceService {
 
   /** Gossipsub validator: invalid announcements are rejected (not forwarded) and count against the sender. */
   private readonly validate = (source: PeerId, message: Message): TopicValidatorResult => {
-    const announcement = this.decode(message);
-    if (announcement) return TopicValidatorResult.Accept;
+    if (this.decode(message)) return TopicValidatorResult.Accept;
     this.components.violations.record(source, new InvalidPresenceAnnouncementError('invalid presence announcement'));
     return TopicValidatorResult.Reject;
   };
 
-  private decode(message: Message): PresenceAnnouncement | undefined {
+  private decode(message: Message): PresenceMessage | undefined {
     if (message.type !== 'signed' || message.data.byteLength > MAX_PRESENCE_BYTES) return undefined;
     try {
-      const announcement = decodeJsonFrame(message.data, PresenceAnnouncement);
-      // The signer must be the peer the announcement speaks for.
-      return announcement.peerId === message.from.toString() ? announcement : undefined;
+      const decoded = decodeJsonFrame(message.data, PresenceMessage);
+      // The signer must be the peer the message speaks for: nobody can say goodbye for another.
+      return decoded.peerId === message.from.toString() ? decoded : undefined;
     } catch {
       return undefined;
     }
@@ -176,14 +210,36 @@ export class PresenceService {
 
   private readonly onMessage = (event: CustomEvent<Message>): void => {
     if (event.detail.topic !== this.topic) return;
-    const announcement = this.decode(event.detail);
-    if (!announcement || announcement.peerId === this.components.peerId.toString()) return;
+    const decoded = this.decode(event.detail);
+    if (!decoded || decoded.peerId === this.components.peerId.toString()) return;
+    if ('leaving' in decoded) {
+      this.onGoodbye(decoded);
+      return;
+    }
+    const announcement = decoded;
     const previous = this.peers.get(announcement.peerId);
     if (previous && previous.announcement.timestamp > announcement.timestamp) return;
+    const saidGoodbyeAt = this.goodbyes.get(announcement.peerId);
+    if (saidGoodbyeAt !== undefined) {
+      // Sent before its goodbye and delivered late: it stays gone. A newer one means it is back (a restart).
+      if (announcement.timestamp <= saidGoodbyeAt) return;
+      this.goodbyes.delete(announcement.peerId);
+    }
     const entry: PresenceEntry = { peerId: announcement.peerId, announcement, lastSeen: Date.now() };
     this.peers.set(entry.peerId, entry);
     this.emit(previous ? 'update' : 'join', entry);
   };
+
+  private onGoodbye(goodbye: PresenceGoodbye): void {
+    const entry = this.peers.get(goodbye.peerId);
+    if (entry && entry.announcement.timestamp > goodbye.timestamp) return;
+    this.goodbyes.delete(goodbye.peerId);
+    this.goodbyes.set(goodbye.peerId, goodbye.timestamp);
+    if (this.goodbyes.size > REMEMBERED_GOODBYES) this.goodbyes.delete(this.goodbyes.keys().next().value!);
+    if (!entry) return;
+    this.peers.delete(goodbye.peerId);
+    this.emit('leave', { ...entry, reason: 'goodbye' });
+  }
 
   /** A peer just joined the topic: announce soon so that it learns about us without waiting an interval. */
   private readonly onSubscriptionChange = (event: CustomEvent<{ subscriptions: Array<{ topic: string; subscribe: boolean }> }>): void => {
@@ -197,7 +253,7 @@ export class PresenceService {
     for (const entry of this.peers.values()) {
       if (now - entry.lastSeen <= this.ttlMs) continue;
       this.peers.delete(entry.peerId);
-      this.emit('leave', entry);
+      this.emit('leave', { ...entry, reason: 'expired' });
     }
   }
 

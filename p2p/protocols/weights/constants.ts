@@ -21,9 +21,12 @@ export const MAX_CHUNK_BYTES = 16 * 1024 * 1024;
 export const MAX_CHUNKS = 4096;
 /** A signed manifest of MAX_CHUNKS entries fits in this. */
 export const MAX_SIGNED_MANIFEST_BYTES = 1024 * 1024;
-/** Chunks asked for in one stream; several streams run at once. */
-export const CHUNKS_PER_REQUEST = 16;
-/** Streams in flight during one fetch (overlaps hashing and disk writes with the network). */
+/**
+ * Chunks asked for in one request (fewer when that leaves a provider idle). Each request sets up a direct
+ * session anew and drains the pipeline: 64 rather than 16 measured ~10% faster on loopback.
+ */
+export const CHUNKS_PER_REQUEST = 64;
+/** Providers fetched from at once during one fetch (one stream each). */
 export const FETCH_CONCURRENCY = 2;
 /** Chunks that arrive ahead of the whole-blob hash wait in memory up to this; beyond it they are re-read from disk. */
 export const MAX_HELD_OUT_OF_ORDER_BYTES = 64 * 1024 * 1024;

@@ -15,9 +15,9 @@ async function* bytesOf(buffers: Buffer[]): AsyncGenerator<Buffer> {
   for (let offset = 0; offset < whole.byteLength; offset += 1000) yield whole.subarray(offset, offset + 1000);
 }
 
-async function collect(source: AsyncIterable<Buffer>): Promise<Buffer[]> {
+async function collect(source: AsyncIterable<Buffer[]>): Promise<Buffer[]> {
   const out: Buffer[] = [];
-  for await (const record of source) out.push(record);
+  for await (const pieces of source) out.push(Buffer.concat(pieces));
   return out;
 }
 
@@ -66,7 +66,7 @@ describe('direct channel', () => {
     expect((await strangerClosed).byteLength).toBe(0);
 
     const received: Array<[number, Buffer]> = [];
-    await receiveDirect({ host: '127.0.0.1', offer, ...timeouts, maxChunkBytes: 4096, onChunk: async (index, bytes) => void received.push([index, Buffer.from(bytes)]) });
+    await receiveDirect({ host: '127.0.0.1', offer, ...timeouts, maxChunkBytes: 4096, onChunk: async (index, pieces) => void received.push([index, Buffer.concat(pieces)]) });
     expect(received.map(([index, bytes]) => [index, bytes.equals(chunks[index])])).toEqual([
       [0, true],
       [1, true],

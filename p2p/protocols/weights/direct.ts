@@ -14,7 +14,7 @@ import { ReadTimeoutError, StreamAbortedError, UnexpectedEndOfStreamError } from
 import { abortReasonToError } from '../../framing/frame-stream.ts';
 import { MAX_DIRECT_OFFERS } from './constants.ts';
 import { DirectChannelUnavailableError, SealedRecordError } from './errors.ts';
-import { RecordOpener, RecordSealer, SESSION_KEY_BYTES, newSessionKey, readRecords } from './sealed-records.ts';
+import { RecordOpener, RecordSealer, SESSION_KEY_BYTES, newSessionKey, readRecords, splitHead } from './sealed-records.ts';
 
 /** What a provider answers a `direct` request with: where to connect and the session key (base64). */
 export interface DirectOffer {
@@ -43,6 +43,7 @@ export class DirectChunkWriter {
     private readonly sealer: RecordSealer,
   ) {}
 
+  /** Sends one chunk; `bytes` are sealed (copied) before anything is awaited, so the caller may reuse them. */
   async chunk(index: number, bytes: Uint8Array): Promise<void> {
     const head = Buffer.alloc(INDEX_BYTES);
     head.writeUInt32BE(index, 0);
@@ -59,7 +60,10 @@ export class DirectChunkWriter {
   private async write(buffers: Buffer[]): Promise<void> {
     if (this.socket.destroyed) throw new StreamAbortedError('the direct connection is closed');
     let flushed = true;
+    // Corked: the record's pieces leave in one writev, not one syscall each.
+    this.socket.cork();
     for (const buffer of buffers) flushed = this.socket.write(buffer);
+    this.socket.uncork();
     if (!flushed) await untilEventOrClose(this.socket, 'drain');
   }
 }
@@ -130,7 +134,7 @@ export class DirectOffers {
     try {
       const records = readRecords(socket, new RecordOpener(key, 'fetcher'), HELLO.byteLength);
       const first = await records.next();
-      return !first.done && first.value.equals(HELLO);
+      return !first.done && Buffer.concat(first.value).equals(HELLO);
     } catch {
       return false;
     }
@@ -142,7 +146,8 @@ export interface ReceiveDirectOptions extends DirectTimeouts {
   offer: DirectOffer;
   maxChunkBytes: number;
   signal?: AbortSignal;
-  onChunk: (index: number, bytes: Uint8Array) => Promise<void>;
+  /** A chunk's bytes as pieces in order (as they came off the wire, not reassembled). */
+  onChunk: (index: number, pieces: Buffer[]) => Promise<void>;
 }
 
 /**
@@ -166,13 +171,14 @@ export async function receiveDirect(options: ReceiveDirectOptions): Promise<void
     socket.setTimeout(options.idleTimeoutMs, () => socket.destroy(new ReadTimeoutError('the direct connection went silent')));
     for (const buffer of new RecordSealer(key, 'fetcher').seal([HELLO])) socket.write(buffer);
     for await (const record of readRecords(socket, new RecordOpener(key, 'provider'), options.maxChunkBytes + INDEX_BYTES)) {
-      if (record.byteLength < INDEX_BYTES) throw new SealedRecordError('a record without a chunk index');
-      const index = record.readUInt32BE(0);
+      const split = splitHead(record, INDEX_BYTES);
+      if (!split) throw new SealedRecordError('a record without a chunk index');
+      const index = split.head.readUInt32BE(0);
       if (index === END_INDEX) {
         while (inFlight.size > 0) await settle();
         return;
       }
-      const handled: Promise<void> = options.onChunk(index, record.subarray(INDEX_BYTES)).then(
+      const handled: Promise<void> = options.onChunk(index, split.rest).then(
         () => void inFlight.delete(handled),
         (err: unknown) => {
           inFlight.delete(handled);

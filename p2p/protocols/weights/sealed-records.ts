@@ -5,6 +5,7 @@
  * nonce is never reused. A record that does not open ends the session with SealedRecordError.
  */
 import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
+import type { DecipherGCM } from 'node:crypto';
 import { UnexpectedEndOfStreamError } from '../../framing/errors.ts';
 import { SealedRecordError } from './errors.ts';
 
@@ -27,6 +28,13 @@ function nonce(side: RecordSide, counter: bigint): Buffer {
   return bytes;
 }
 
+/**
+ * Cipher input per update call. OpenSSL output buffers of this size come from the allocator's reusable pool;
+ * one update over a whole 1 MiB chunk allocates a fresh 1 MiB output each time, and the page faults of those
+ * fresh pages cost more than AES-GCM itself (measured: 64 KiB pieces run 2-7x faster than 1 MiB updates).
+ */
+export const CIPHER_PIECE_BYTES = 64 * 1024;
+
 /** Seals the records one side sends, in order. */
 export class RecordSealer {
   private counter = 0n;
@@ -43,7 +51,14 @@ export class RecordSealer {
     header.writeUInt32BE(plaintextBytes + RECORD_TAG_BYTES, 0);
     const cipher = createCipheriv(CIPHER, this.key, nonce(this.side, this.counter++));
     cipher.setAAD(header);
-    const out = [header, ...parts.map((part) => cipher.update(part)), cipher.final()];
+    const out = [header];
+    for (const part of parts) {
+      for (let offset = 0; offset < part.byteLength; offset += CIPHER_PIECE_BYTES) {
+        out.push(cipher.update(part.subarray(offset, offset + CIPHER_PIECE_BYTES)));
+      }
+    }
+    const last = cipher.final();
+    if (last.byteLength > 0) out.push(last);
     out.push(cipher.getAuthTag());
     return out;
   }
@@ -58,51 +73,101 @@ export class RecordOpener {
     private readonly side: RecordSide,
   ) {}
 
-  open(header: Buffer, body: Buffer): Buffer {
-    const ciphertext = body.subarray(0, body.byteLength - RECORD_TAG_BYTES);
+  /** Start opening the next record, whose 4-byte header is `header`. */
+  begin(header: Buffer): OpeningRecord {
     const decipher = createDecipheriv(CIPHER, this.key, nonce(this.side, this.counter++));
     decipher.setAAD(header);
-    decipher.setAuthTag(body.subarray(body.byteLength - RECORD_TAG_BYTES));
-    const plaintext = decipher.update(ciphertext);
-    try {
-      decipher.final();
-    } catch {
-      throw new SealedRecordError('a record failed authentication');
-    }
-    return plaintext;
+    return new OpeningRecord(decipher);
   }
 }
 
-/** The opened records of a byte source (a socket), each at most `maxPlaintextBytes`. */
-export async function* readRecords(source: AsyncIterable<Buffer>, opener: RecordOpener, maxPlaintextBytes: number): AsyncGenerator<Buffer> {
-  const pending: Buffer[] = [];
-  let pendingBytes = 0;
-  const take = (count: number): Buffer => {
-    const whole = pending.length === 1 ? pending[0] : Buffer.concat(pending, pendingBytes);
-    pending.length = 0;
-    if (whole.byteLength > count) pending.push(whole.subarray(count));
-    pendingBytes -= count;
-    return whole.subarray(0, count);
-  };
-  let header: Buffer | undefined;
-  let bodyBytes = 0;
+/**
+ * One record being opened as its ciphertext arrives, piece by piece (no reassembly copy). The plaintext is
+ * held back until the tag authenticates the whole record.
+ */
+export class OpeningRecord {
+  private readonly plaintext: Buffer[] = [];
+
+  constructor(private readonly decipher: DecipherGCM) {}
+
+  update(ciphertext: Buffer): void {
+    for (let offset = 0; offset < ciphertext.byteLength; offset += CIPHER_PIECE_BYTES) {
+      const piece = this.decipher.update(ciphertext.subarray(offset, offset + CIPHER_PIECE_BYTES));
+      if (piece.byteLength > 0) this.plaintext.push(piece);
+    }
+  }
+
+  /** The record's plaintext as pieces in order; SealedRecordError when the tag does not authenticate it. */
+  finish(tag: Buffer): Buffer[] {
+    this.decipher.setAuthTag(tag);
+    let last: Buffer;
+    try {
+      last = this.decipher.final();
+    } catch {
+      throw new SealedRecordError('a record failed authentication');
+    }
+    if (last.byteLength > 0) this.plaintext.push(last);
+    return this.plaintext;
+  }
+}
+
+/**
+ * The opened records of a byte source (a socket), each at most `maxPlaintextBytes`, each as its plaintext
+ * pieces in order. Ciphertext is decrypted as it arrives: a record is never reassembled.
+ */
+export async function* readRecords(source: AsyncIterable<Buffer>, opener: RecordOpener, maxPlaintextBytes: number): AsyncGenerator<Buffer[]> {
+  const header = Buffer.alloc(RECORD_HEADER_BYTES);
+  let headerFilled = 0;
+  const tag = Buffer.alloc(RECORD_TAG_BYTES);
+  let tagFilled = 0;
+  let record: OpeningRecord | undefined;
+  let ciphertextLeft = 0;
   for await (const piece of source) {
-    pending.push(piece);
-    pendingBytes += piece.byteLength;
-    while (true) {
-      if (!header) {
-        if (pendingBytes < RECORD_HEADER_BYTES) break;
-        header = Buffer.from(take(RECORD_HEADER_BYTES));
-        bodyBytes = header.readUInt32BE(0);
+    let offset = 0;
+    while (offset < piece.byteLength) {
+      if (!record) {
+        const taken = piece.copy(header, headerFilled, offset, offset + RECORD_HEADER_BYTES - headerFilled);
+        headerFilled += taken;
+        offset += taken;
+        if (headerFilled < RECORD_HEADER_BYTES) break;
+        const bodyBytes = header.readUInt32BE(0);
         if (bodyBytes < RECORD_TAG_BYTES || bodyBytes > maxPlaintextBytes + RECORD_TAG_BYTES) {
           throw new SealedRecordError(`a record announced ${bodyBytes} bytes`);
         }
+        record = opener.begin(Buffer.from(header));
+        ciphertextLeft = bodyBytes - RECORD_TAG_BYTES;
+        tagFilled = 0;
+      } else if (ciphertextLeft > 0) {
+        const end = Math.min(piece.byteLength, offset + ciphertextLeft);
+        record.update(piece.subarray(offset, end));
+        ciphertextLeft -= end - offset;
+        offset = end;
+      } else {
+        const taken = piece.copy(tag, tagFilled, offset, offset + RECORD_TAG_BYTES - tagFilled);
+        tagFilled += taken;
+        offset += taken;
+        if (tagFilled < RECORD_TAG_BYTES) break;
+        const plaintext = record.finish(Buffer.from(tag));
+        record = undefined;
+        headerFilled = 0;
+        yield plaintext;
       }
-      if (pendingBytes < bodyBytes) break;
-      const record = opener.open(header, take(bodyBytes));
-      header = undefined;
-      yield record;
     }
   }
-  if (header || pendingBytes > 0) throw new UnexpectedEndOfStreamError('the direct channel ended inside a record');
+  if (record || headerFilled > 0) throw new UnexpectedEndOfStreamError('the direct channel ended inside a record');
+}
+
+/** The first `count` bytes of `pieces` (copied: they are few) and the bytes after them (not copied); undefined when too short. */
+export function splitHead(pieces: Buffer[], count: number): { head: Buffer; rest: Buffer[] } | undefined {
+  const head = Buffer.alloc(count);
+  let filled = 0;
+  const rest: Buffer[] = [];
+  for (const piece of pieces) {
+    if (filled < count) {
+      const taken = piece.copy(head, filled, 0, count - filled);
+      filled += taken;
+      if (taken < piece.byteLength) rest.push(piece.subarray(taken));
+    } else rest.push(piece);
+  }
+  return filled === count ? { head, rest } : undefined;
 }

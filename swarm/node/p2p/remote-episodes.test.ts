@@ -63,6 +63,8 @@ describe('remote episodes across a short disconnect', () => {
 
   it('abort it with peer_gone when the server peer is not back within the grace period', async () => {
     const { server, registry, episode, received } = await serverAndClient(500);
+    // The server goes silent without a goodbye, as a crashed peer would.
+    server.presence.stop();
     await server.stop();
     const ending = registry.end(episode, { reward: 1 });
     await expect(ending).rejects.toMatchObject({ name: 'PeerGoneError', status: 502, details: { code: 'peer_gone' } });
@@ -72,4 +74,16 @@ describe('remote episodes across a short disconnect', () => {
     await expect(registry.reachable(episode)).rejects.toMatchObject({ name: 'PeerGoneError' });
     expect(received.map((rpc) => rpc.type)).toEqual(['begin']);
   });
+
+  it('end at once with peer_gone when the server peer stops cleanly (it said goodbye: no grace)', async () => {
+    // Ten minutes of grace, far beyond this test's timeout: only the goodbye can end the episode in time.
+    const { server, registry, episode, received } = await serverAndClient(600_000);
+    await server.stop();
+    const tracked = registry.findById(episode.episodeId)!;
+    await eventually(() => tracked.gone);
+    expect(tracked.gone).toMatch(/goodbye/);
+    expect(registry.isAway(episode)).toBe(false);
+    await expect(registry.end(episode, { reward: 1 })).rejects.toMatchObject({ name: 'PeerGoneError', status: 502, details: { code: 'peer_gone' } });
+    expect(received.map((rpc) => rpc.type)).toEqual(['begin']);
+  }, 30_000);
 });

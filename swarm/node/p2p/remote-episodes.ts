@@ -6,8 +6,8 @@
  * An episode is begun on the least-loaded connected peer that announces the model; its API key (minted by that
  * server peer) is the registry's key for relaying gateway calls. When the server peer drops, its episodes wait
  * for it through a grace period (the node redials it with backoff meanwhile): calls made in that time wait for
- * the reconnection. A peer not back by then, or one that left the swarm while connected, makes its episodes
- * gone: the agent's next call (or the runner's end) gets PeerGoneError, and the next episode goes to another peer.
+ * the reconnection. A peer not back by then, one that left the swarm while connected, or one that said goodbye
+ * in presence (a clean stop: no grace, it is not coming back) makes its episodes gone: the agent's next call (or the runner's end) gets PeerGoneError, and the next episode goes to another peer.
  */
 import { peerIdFromString } from '@libp2p/peer-id';
 import type { PresenceEntry, SwarmNode } from '../../../p2p/index.ts';
@@ -74,8 +74,9 @@ export class RemoteEpisodes {
     node.libp2p.addEventListener('peer:disconnect', this.onDisconnect);
     node.libp2p.addEventListener('peer:connect', this.onConnect);
     node.presence.on('leave', (entry) => {
-      // Silent while disconnected: the grace decides. Silent while connected: it really left.
-      if (this.isConnected(entry.peerId)) this.peerLeft(entry.peerId, 'left the swarm');
+      // A goodbye: it stopped cleanly. Silent while disconnected: the grace decides. Silent while connected: it left.
+      if (entry.reason === 'goodbye') this.peerLeft(entry.peerId, 'it stopped (said goodbye)');
+      else if (this.isConnected(entry.peerId)) this.peerLeft(entry.peerId, 'left the swarm');
       else this.startGrace(entry.peerId);
     });
   }
@@ -295,6 +296,12 @@ export class RemoteEpisodes {
   }
 
   private peerLeft(peerId: string, why: string): void {
+    const away = this.away.get(peerId);
+    if (away) {
+      // Its grace is over: calls waiting for it get their PeerGoneError now.
+      clearTimeout(away.timer);
+      this.away.delete(peerId);
+    }
     for (const episode of this.byId.values()) {
       if (episode.peerId !== peerId || episode.gone) continue;
       episode.gone = why;
@@ -304,6 +311,7 @@ export class RemoteEpisodes {
         why,
       });
     }
+    away?.settle(false);
   }
 }
 

@@ -53,8 +53,9 @@ beforeAll(async () => {
       presenceIntervalMs: 200,
       bootstrap: [server.p2p!.node.multiaddrs()[0]],
       mirror: ['tiny'],
-      // A stopped server peer is given up on after this (not the default grace), to keep the test short.
-      peerGraceMs: 1_000,
+      // Ten minutes, far beyond the test's timeout: a server peer that stops cleanly says goodbye and its
+      // episodes end at once, with no grace.
+      peerGraceMs: 600_000,
     },
   });
   await until(async () =>

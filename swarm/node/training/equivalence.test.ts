@@ -42,7 +42,7 @@ let naive: LossAndGradients;
 const noise = (call: number, token: number) => (((call * 31 + token * 17) % 61) / 61 - 0.5) * 0.6;
 
 beforeAll(async () => {
-  engine = await createEngineFromWeights({ name: 'tiny-equivalence', config: TINY, weights, tokenizer: null });
+  engine = await createEngineFromWeights({ name: 'tiny-equivalence', config: TINY, weights, tokenizer: null, backend: 'wasm' }); // policy-gradient.ts reads synchronously
   // Old logprobs as a sampler would record them: the policy's own logprobs of each generated token (plus noise).
   const episodes: Record<MergeMode, EpisodeForTraining[]> = { merged: [], naive: [] };
   for (const [i, reward] of REWARDS.entries()) {
