@@ -423,10 +423,10 @@ export function prefill(cfg: DecoderConfig, w: ModelWeights, promptIds: number[]
 }
 
 /**
- * Prefill several prompts in one forward over right-padded rows (padding sits after each prompt, and positions only
- * look left, so it changes nothing): per prompt a fresh cache and the logits [V] of its last position.
+ * The prompts as one right-padded [B, T] id matrix, each checked: not empty, and leaving room in the context for at
+ * least one generated token.
  */
-export function prefillBatch(cfg: DecoderConfig, w: ModelWeights, prompts: number[][]): { cache: KvCache; logits: Float32Array }[] {
+export function paddedPrompts(cfg: DecoderConfig, prompts: number[][]): { ids: Int32Array; b: number; t: number } {
   const b = prompts.length;
   const t = Math.max(...prompts.map((p) => p.length));
   for (const p of prompts) {
@@ -435,6 +435,15 @@ export function prefillBatch(cfg: DecoderConfig, w: ModelWeights, prompts: numbe
   }
   const ids = new Int32Array(b * t);
   prompts.forEach((p, row) => ids.set(p, row * t));
+  return { ids, b, t };
+}
+
+/**
+ * Prefill several prompts in one forward over right-padded rows (padding sits after each prompt, and positions only
+ * look left, so it changes nothing): per prompt a fresh cache and the logits [V] of its last position.
+ */
+export function prefillBatch(cfg: DecoderConfig, w: ModelWeights, prompts: number[][]): { cache: KvCache; logits: Float32Array }[] {
+  const { ids, b, t } = paddedPrompts(cfg, prompts);
   const rowSize = cfg.num_key_value_heads * cfg.head_dim;
   const kv: LayerKv[] = [];
   const lastT = tf.tidy(() => {

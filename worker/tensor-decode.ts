@@ -10,7 +10,7 @@
  */
 import * as tf from '@tensorflow/tfjs';
 import type { DecoderConfig } from './common/engine.ts';
-import { ContextLengthError, forward, InvalidConfigError, type LayerKv, linear, type ModelWeights, rmsNorm, ropeTables } from './model.ts';
+import { ContextLengthError, forward, type LayerKv, linear, type ModelWeights, paddedPrompts, rmsNorm, ropeTables } from './model.ts';
 
 /** Keys/values of one sequence on the device: per layer [length, KVH·hd]. Release with `dispose`. */
 export class TensorKvCache {
@@ -28,14 +28,7 @@ export class TensorKvCache {
 
 /** Prefill prompts in one right-padded forward (as model.ts's prefillBatch): per prompt a device cache and its last logits [V]. */
 export async function prefillOnDevice(cfg: DecoderConfig, w: ModelWeights, prompts: number[][]): Promise<{ cache: TensorKvCache; logits: Float32Array }[]> {
-  const b = prompts.length;
-  const t = Math.max(...prompts.map((p) => p.length));
-  for (const p of prompts) {
-    if (p.length === 0) throw new InvalidConfigError('prompt must hold at least one token');
-    if (p.length >= cfg.max_position_embeddings) throw new ContextLengthError(`prompt of ${p.length} tokens leaves no room in the context of ${cfg.max_position_embeddings}`);
-  }
-  const ids = new Int32Array(b * t);
-  prompts.forEach((p, row) => ids.set(p, row * t));
+  const { ids, b, t } = paddedPrompts(cfg, prompts);
   const rowSize = cfg.num_key_value_heads * cfg.head_dim;
   let caches: TensorKvCache[] = [];
   const last = tf.tidy(() => {
