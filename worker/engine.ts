@@ -11,8 +11,9 @@ import { readsSyncOnActiveBackend, selectBackend } from './backend.ts';
 import { EngineClosedError } from './common/protocol.ts';
 import type { BackendName, DecoderConfig, GeneratedToken, GenerateRequest, GenerateResult, LoraConfig, ModelInfo, NamedTensors, TrainerEngine, TrainMetrics, TrainOptions, TrainSample } from './common/engine.ts';
 import { createLora, effectiveParams, loadPeftIntoLora, loraToPeft, loraVariables, mergedParams, type LoraState } from './lora.ts';
-import { checkWeights, countParameters, decodeHostWeights, decodeStep, type DecodeHostWeights, disposeDecodeHostWeights, type KvCache, fromParams, fuseWeights, isLinearWeight, type ModelWeights, type Params, prefillBatch, toInternal, toParams, validateConfig } from './model.ts';
+import { checkWeights, countParameters, decodeHostWeights, decodeStep, type DecodeHostWeights, disposeDecodeHostWeights, fromParams, fuseWeights, isLinearWeight, type ModelWeights, type Params, prefillBatch, toInternal, toParams, validateConfig } from './model.ts';
 import { AdamW } from './optimizer.ts';
+import type { HostKvCache } from './kv-cache.ts';
 import { ContinuousBatcher, type DecoderRuntime } from './sampler.ts';
 import { decodeOnDevice, prefillOnDevice, type TensorKvCache } from './tensor-decode.ts';
 import { DEFAULT_TRAIN_OPTIONS, sequenceLogprobs, trainStep } from './train.ts';
@@ -97,7 +98,7 @@ export class LocalEngine implements TrainerEngine {
   }
 
   /** wasm/cpu: host KV caches and JS attention, answered synchronously (model.ts). */
-  private hostDecoding(): DecoderRuntime<KvCache> {
+  private hostDecoding(): DecoderRuntime<HostKvCache> {
     const cfg = this.init.config;
     return {
       contextLength: cfg.max_position_embeddings,

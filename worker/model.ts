@@ -19,6 +19,7 @@ import { checkDecoderTensors, decoderTensorShapes } from './checkpoint/decoder-t
 import { readsSyncOnActiveBackend } from './backend.ts';
 import { readAllFloats } from './read.ts';
 import { causalAttention } from './causal-attention.ts';
+import { HostKvCache } from './kv-cache.ts';
 import type { DecoderConfig, NamedTensors } from './common/engine.ts';
 import { seededRandom } from './common/random.ts';
 
@@ -380,45 +381,17 @@ export function entropy(logits: tf.Tensor2D, temperature = 1): tf.Tensor1D {
 // ---------------------------------------------------------------------------------------------------------------
 // Incremental decoding with a per-sequence KV cache.
 //
-// Why the attention of a decode step runs in plain JS: with continuous batching every sequence has its own length,
-// and one new query row per sequence reads at most a few thousand cached rows — a few hundred kFLOP, cheaper in a
-// JS loop than the dozens of small tensor ops (pad, mask, gather) a batched tensor version needs. The weight
-// matmuls, which dominate, stay batched across sequences in tfjs.
+// With continuous batching every sequence has its own length, so the attention of a decode step runs per sequence,
+// one query row over that sequence's cache, in a WebAssembly SIMD kernel that reads the cache where it lies
+// (kv-cache.ts). The weight matmuls, which dominate, stay batched across sequences in tfjs.
 
-/** Keys/values of one sequence: per layer, rows of [KVH·hd] for every position so far. */
-export class KvCache {
-  length = 0;
-  private capacity: number;
-  readonly k: Float32Array[];
-  readonly v: Float32Array[];
-  constructor(
-    readonly layers: number,
-    readonly rowSize: number,
-    initialCapacity = 64,
-  ) {
-    this.capacity = initialCapacity;
-    this.k = Array.from({ length: layers }, () => new Float32Array(initialCapacity * rowSize));
-    this.v = Array.from({ length: layers }, () => new Float32Array(initialCapacity * rowSize));
-  }
-  /** Make room for `n` positions. */
-  reserve(n: number): void {
-    if (n <= this.capacity) return;
-    let cap = this.capacity;
-    while (cap < n) cap *= 2;
-    for (let l = 0; l < this.layers; l++) {
-      const k = new Float32Array(cap * this.rowSize);
-      k.set(this.k[l]);
-      this.k[l] = k;
-      const v = new Float32Array(cap * this.rowSize);
-      v.set(this.v[l]);
-      this.v[l] = v;
-    }
-    this.capacity = cap;
-  }
+/** A fresh host cache shaped for `cfg`. */
+function newHostCache(cfg: DecoderConfig): HostKvCache {
+  return new HostKvCache({ layers: cfg.num_hidden_layers, heads: cfg.num_attention_heads, kvHeads: cfg.num_key_value_heads, headDim: cfg.head_dim });
 }
 
 /** Run the prompt through the full forward, fill a fresh cache, return the last position's logits [V]. */
-export function prefill(cfg: DecoderConfig, w: ModelWeights, promptIds: number[]): { cache: KvCache; logits: Float32Array } {
+export function prefill(cfg: DecoderConfig, w: ModelWeights, promptIds: number[]): { cache: HostKvCache; logits: Float32Array } {
   return prefillBatch(cfg, w, [promptIds])[0];
 }
 
@@ -442,7 +415,7 @@ export function paddedPrompts(cfg: DecoderConfig, prompts: number[][]): { ids: I
  * Prefill several prompts in one forward over right-padded rows (padding sits after each prompt, and positions only
  * look left, so it changes nothing): per prompt a fresh cache and the logits [V] of its last position.
  */
-export function prefillBatch(cfg: DecoderConfig, w: ModelWeights, prompts: number[][]): { cache: KvCache; logits: Float32Array }[] {
+export function prefillBatch(cfg: DecoderConfig, w: ModelWeights, prompts: number[][]): { cache: HostKvCache; logits: Float32Array }[] {
   const { ids, b, t } = paddedPrompts(cfg, prompts);
   const rowSize = cfg.num_key_value_heads * cfg.head_dim;
   const kv: LayerKv[] = [];
@@ -451,14 +424,15 @@ export function prefillBatch(cfg: DecoderConfig, w: ModelWeights, prompts: numbe
     const lastRows = Int32Array.from(prompts, (p, row) => row * t + p.length - 1);
     return tf.gather(logits, tf.tensor1d(lastRows, 'int32')); // [B, V]
   });
-  const caches = prompts.map((p) => new KvCache(cfg.num_hidden_layers, rowSize, Math.max(64, p.length * 2)));
+  const caches = prompts.map((p) => {
+    const cache = newHostCache(cfg);
+    cache.reserve(p.length);
+    return cache;
+  });
   for (let l = 0; l < kv.length; l++) {
     const k = kv[l].k.dataSync() as Float32Array; // [B, T, KVH·hd] rows
     const v = kv[l].v.dataSync() as Float32Array;
-    prompts.forEach((p, row) => {
-      caches[row].k[l].set(k.subarray(row * t * rowSize, (row * t + p.length) * rowSize));
-      caches[row].v[l].set(v.subarray(row * t * rowSize, (row * t + p.length) * rowSize));
-    });
+    prompts.forEach((p, row) => caches[row].write(l, 0, p.length, k, v, row * t * rowSize));
     kv[l].k.dispose();
     kv[l].v.dispose();
   }
@@ -502,77 +476,6 @@ function normAndRotate(buf: Float32Array, offset: number, hd: number, cos: Float
     const x2 = buf[offset + i + half];
     buf[offset + i] = x1 * cos[i] - x2 * sin[i];
     buf[offset + i + half] = x2 * cos[i] + x1 * sin[i];
-  }
-}
-
-/** a[ao..ao+n) · b[bo..bo+n), four accumulators (about twice as fast in V8 as one). */
-function dot(a: Float32Array, ao: number, b: Float32Array, bo: number, n: number): number {
-  let s0 = 0;
-  let s1 = 0;
-  let s2 = 0;
-  let s3 = 0;
-  let d = 0;
-  for (; d + 3 < n; d += 4) {
-    s0 += a[ao + d] * b[bo + d];
-    s1 += a[ao + d + 1] * b[bo + d + 1];
-    s2 += a[ao + d + 2] * b[bo + d + 2];
-    s3 += a[ao + d + 3] * b[bo + d + 3];
-  }
-  for (; d < n; d++) s0 += a[ao + d] * b[bo + d];
-  return s0 + s1 + (s2 + s3);
-}
-
-/** y[yo..yo+n) += p · x[xo..xo+n), unrolled by four. */
-function axpy(p: number, x: Float32Array, xo: number, y: Float32Array, yo: number, n: number): void {
-  let d = 0;
-  for (; d + 3 < n; d += 4) {
-    y[yo + d] += p * x[xo + d];
-    y[yo + d + 1] += p * x[xo + d + 1];
-    y[yo + d + 2] += p * x[xo + d + 2];
-    y[yo + d + 3] += p * x[xo + d + 3];
-  }
-  for (; d < n; d++) y[yo + d] += p * x[xo + d];
-}
-
-/**
- * Attention of one new query row per head over `len` cached positions, grouped-query: each cached k/v row is read
- * once for the `rep` query heads that share it. Writes [H·hd] at `out[outOffset]`.
- */
-function cachedAttention(qkv: Float32Array, qOffset: number, kc: Float32Array, vc: Float32Array, len: number, dims: { h: number; kvh: number; hd: number }, scores: Float32Array, out: Float32Array, outOffset: number): void {
-  const { h, kvh, hd } = dims;
-  const rep = h / kvh;
-  const rowSize = kvh * hd;
-  const scale = 1 / Math.sqrt(hd);
-  out.fill(0, outOffset, outOffset + h * hd);
-  for (let g = 0; g < kvh; g++) {
-    // scores[r·len + t] for the rep heads of group g
-    for (let t = 0; t < len; t++) {
-      const ko = t * rowSize + g * hd;
-      for (let r = 0; r < rep; r++) {
-        const qo = qOffset + (g * rep + r) * hd;
-        scores[r * len + t] = dot(qkv, qo, kc, ko, hd) * scale;
-      }
-    }
-    for (let r = 0; r < rep; r++) {
-      const row = r * len;
-      let max = -Infinity;
-      for (let t = 0; t < len; t++) if (scores[row + t] > max) max = scores[row + t];
-      let sum = 0;
-      for (let t = 0; t < len; t++) {
-        const e = Math.exp(scores[row + t] - max);
-        scores[row + t] = e;
-        sum += e;
-      }
-      for (let t = 0; t < len; t++) scores[row + t] /= sum;
-    }
-    for (let t = 0; t < len; t++) {
-      const vo = t * rowSize + g * hd;
-      for (let r = 0; r < rep; r++) {
-        const p = scores[r * len + t];
-        const oo = outOffset + (g * rep + r) * hd;
-        axpy(p, vc, vo, out, oo, hd);
-      }
-    }
   }
 }
 
@@ -622,25 +525,22 @@ export function disposeDecodeHostWeights(host: DecodeHostWeights): void {
  * One decode step for a batch of sequences: token `tokens[i]` is appended at position `caches[i].length`.
  * Returns logits [n, V] (row-major) and advances every cache by one.
  */
-export function decodeStep(cfg: DecoderConfig, w: ModelWeights, host: DecodeHostWeights, caches: KvCache[], tokens: number[]): Float32Array {
+export function decodeStep(cfg: DecoderConfig, w: ModelWeights, host: DecodeHostWeights, caches: HostKvCache[], tokens: number[]): Float32Array {
   const n = tokens.length;
-  const dims = { h: cfg.num_attention_heads, kvh: cfg.num_key_value_heads, hd: cfg.head_dim };
-  const { h, kvh, hd } = dims;
-  const rowSize = kvh * hd;
+  const h = cfg.num_attention_heads;
+  const kvh = cfg.num_key_value_heads;
+  const hd = cfg.head_dim;
   const qkvWidth = (h + 2 * kvh) * hd;
   const half = hd / 2;
   const cos = new Float64Array(n * half);
   const sin = new Float64Array(n * half);
-  let maxLen = 0;
   caches.forEach((c, i) => {
     if (c.length >= cfg.max_position_embeddings) throw new ContextLengthError(`sequence reached the context of ${cfg.max_position_embeddings}`);
     c.reserve(c.length + 1);
     ropeAngles(c.length, host.freqs, cos.subarray(i * half, (i + 1) * half), sin.subarray(i * half, (i + 1) * half));
-    maxLen = Math.max(maxLen, c.length + 1);
   });
   let x = tf.tidy(() => embed(w.embed, Int32Array.from(tokens))); // [n, D]
   const attnOut = new Float32Array(n * h * hd);
-  const scores = new Float32Array((h / kvh) * maxLen);
   for (let l = 0; l < w.layers.length; l++) {
     const lw = w.layers[l];
     const dw = host.layers[l];
@@ -657,9 +557,8 @@ export function decodeStep(cfg: DecoderConfig, w: ModelWeights, host: DecodeHost
       const c = cos.subarray(i * half, (i + 1) * half);
       const s = sin.subarray(i * half, (i + 1) * half);
       for (let hh = 0; hh < h + kvh; hh++) normAndRotate(qkv, base + hh * hd, hd, c, s, hh < h ? host.qNorm[l] : host.kNorm[l], cfg.rms_norm_eps);
-      cache.k[l].set(qkv.subarray(base + h * hd, base + (h + kvh) * hd), pos * rowSize);
-      cache.v[l].set(qkv.subarray(base + (h + kvh) * hd, base + qkvWidth), pos * rowSize);
-      cachedAttention(qkv, base, cache.k[l], cache.v[l], pos + 1, dims, scores, attnOut, i * h * hd);
+      cache.write(l, pos, 1, qkv.subarray(base + h * hd, base + (h + kvh) * hd), qkv.subarray(base + (h + kvh) * hd, base + qkvWidth));
+      cache.attend(l, pos + 1, qkv, base, attnOut, i * h * hd);
     }
     const next = tf.tidy(() => {
       const y = tf.add(x, linear(tf.tensor2d(attnOut, [n, h * hd]), lw.o)) as tf.Tensor2D; // [n, D]

@@ -1,0 +1,235 @@
+/**
+ * A sequence's KV cache on the host (wasm/cpu backends), held in WebAssembly memory so that the SIMD attention kernel
+ * (kernels/attention.wat) reads it in place: no copy per step, four lanes per instruction.
+ *
+ * Positions are stored position-major (row t holds every layer's keys and values of position t), so appending a
+ * position never moves earlier ones and a memory grows in place. A wasm memory holds at most 4 GiB, so a long cache
+ * is split into chunks of at most `maxChunkBytes`, each with its own memory and kernel instance; the kernel returns
+ * per head the unnormalised output with its softmax max and sum, and chunks combine exactly (log-sum-exp).
+ */
+import { ATTENTION_WASM_BASE64 } from './kernels/attention-wasm.ts';
+
+export interface KvDims {
+  layers: number;
+  heads: number;
+  kvHeads: number;
+  headDim: number;
+}
+
+export interface KvCacheOptions {
+  /** Bytes one chunk's memory may reach (default 1 GiB; tests set it small to exercise several chunks). */
+  maxChunkBytes?: number;
+}
+
+const WASM_PAGE = 65536;
+const DEFAULT_MAX_CHUNK_BYTES = 2 ** 30;
+
+type AttendFn = (q: number, out: number, stats: number, scores: number, k: number, v: number, len: number, stride: number, kvh: number, rep: number, hdp: number, scale: number, normalize: number) => void;
+
+let compiled: WebAssembly.Module | null = null;
+function attentionModule(): WebAssembly.Module {
+  compiled ??= new WebAssembly.Module(Uint8Array.from(atob(ATTENTION_WASM_BASE64), (c) => c.charCodeAt(0)));
+  return compiled;
+}
+
+/** Byte sizes shared by every chunk of caches with the same dims. */
+class Layout {
+  readonly rep: number;
+  /** Head dim padded to the kernel's four lanes (padding lanes hold zeros and add nothing). */
+  readonly hdp: number;
+  readonly rowBytes: number; // one layer's keys (or values) of one position: KVH · hdp floats
+  readonly stride: number; // one position: every layer's keys and values
+  readonly qOff = 0;
+  readonly outOff: number;
+  readonly statsOff: number;
+  readonly kvOff: number;
+  readonly maxPositions: number;
+  readonly maxPages: number;
+  readonly scale: number;
+  constructor(
+    readonly dims: KvDims,
+    maxChunkBytes: number,
+  ) {
+    const { layers, heads, kvHeads, headDim } = dims;
+    this.rep = heads / kvHeads;
+    this.hdp = Math.ceil(headDim / 4) * 4;
+    this.rowBytes = kvHeads * this.hdp * 4;
+    this.stride = layers * 2 * this.rowBytes;
+    this.outOff = heads * this.hdp * 4;
+    this.statsOff = 2 * this.outOff;
+    this.kvOff = Math.ceil((this.statsOff + heads * 8) / 16) * 16;
+    this.maxPages = Math.min(65536, Math.ceil(maxChunkBytes / WASM_PAGE));
+    // Each position needs its row and `rep` floats of score scratch.
+    this.maxPositions = Math.floor((this.maxPages * WASM_PAGE - this.kvOff) / (this.stride + this.rep * 4));
+    if (this.maxPositions < 1) throw new RangeError(`a chunk of ${maxChunkBytes} bytes cannot hold one position (${this.stride} bytes)`);
+    this.scale = 1 / Math.sqrt(headDim);
+  }
+  bytesFor(capacity: number): number {
+    return this.kvOff + capacity * (this.stride + this.rep * 4);
+  }
+}
+
+/** Positions [start, start + capacity) of one cache, in one memory. */
+class Chunk {
+  readonly memory: WebAssembly.Memory;
+  readonly attend: AttendFn;
+  f32: Float32Array;
+  capacity = 0;
+  constructor(
+    private readonly layout: Layout,
+    capacity: number,
+  ) {
+    this.memory = new WebAssembly.Memory({ initial: Math.ceil(layout.bytesFor(capacity) / WASM_PAGE), maximum: layout.maxPages });
+    this.attend = new WebAssembly.Instance(attentionModule(), { env: { memory: this.memory } }).exports.attend as AttendFn;
+    this.f32 = new Float32Array(this.memory.buffer);
+    this.capacity = capacity;
+  }
+  /** Room for `capacity` positions (growing the memory in place keeps what it holds). */
+  grow(capacity: number): void {
+    if (capacity <= this.capacity) return;
+    const pages = Math.ceil(this.layout.bytesFor(capacity) / WASM_PAGE) - this.memory.buffer.byteLength / WASM_PAGE;
+    if (pages > 0) this.memory.grow(pages);
+    this.f32 = new Float32Array(this.memory.buffer);
+    this.capacity = capacity;
+  }
+  /** Byte offset of the score scratch (after the positions, so it moves when the chunk grows). */
+  get scoresOff(): number {
+    return this.layout.kvOff + this.capacity * this.layout.stride;
+  }
+}
+
+/** `heads` vectors of `min(fromStride, toStride)` floats from one layout of heads to another (padded or not). */
+function copyHeads(from: Float32Array, fromOffset: number, fromStride: number, to: Float32Array, toOffset: number, toStride: number, heads: number): void {
+  if (fromStride === toStride) {
+    to.set(from.subarray(fromOffset, fromOffset + heads * fromStride), toOffset);
+    return;
+  }
+  const n = Math.min(fromStride, toStride);
+  for (let h = 0; h < heads; h++) to.set(from.subarray(fromOffset + h * fromStride, fromOffset + h * fromStride + n), toOffset + h * toStride);
+}
+
+export class HostKvCache {
+  /** Positions cached so far (the caller advances it once every layer of a position is written). */
+  length = 0;
+  private readonly layout: Layout;
+  private readonly chunks: Chunk[] = [];
+  /** Per chunk, per head: softmax max and sum (when combining chunks). */
+  private readonly partMax: Float64Array;
+  private readonly partSum: Float64Array;
+
+  constructor(
+    readonly dims: KvDims,
+    options: KvCacheOptions = {},
+  ) {
+    if (dims.heads % dims.kvHeads !== 0) throw new RangeError(`${dims.heads} heads cannot share ${dims.kvHeads} key/value heads`);
+    this.layout = new Layout(dims, options.maxChunkBytes ?? DEFAULT_MAX_CHUNK_BYTES);
+    this.partMax = new Float64Array(dims.heads);
+    this.partSum = new Float64Array(dims.heads);
+  }
+
+  /** Make room for `n` positions. */
+  reserve(n: number): void {
+    const per = this.layout.maxPositions;
+    const needed = Math.ceil(n / per);
+    for (let i = 0; i < needed; i++) {
+      const want = i < needed - 1 ? per : n - i * per;
+      const chunk = this.chunks[i];
+      if (!chunk) this.chunks.push(new Chunk(this.layout, Math.max(want, Math.min(per, 16))));
+      else if (chunk.capacity < want) chunk.grow(Math.min(per, Math.max(want, 2 * chunk.capacity)));
+    }
+  }
+
+  /**
+   * Store keys and values of `count` positions from `pos` on, for one layer: `k` and `v` hold `count` rows of
+   * KVH · headDim floats from `offset`. The positions must be reserved.
+   */
+  write(layer: number, pos: number, count: number, k: Float32Array, v: Float32Array, offset = 0): void {
+    const { hdp, rowBytes, stride, maxPositions } = this.layout;
+    const { kvHeads, headDim } = this.dims;
+    const rowFloats = kvHeads * headDim;
+    for (let i = 0; i < count; i++) {
+      const p = pos + i;
+      const chunk = this.chunks[Math.floor(p / maxPositions)];
+      const kAt = (this.layout.kvOff + (p % maxPositions) * stride + layer * 2 * rowBytes) / 4;
+      const vAt = kAt + rowBytes / 4;
+      const src = offset + i * rowFloats;
+      if (hdp === headDim) {
+        chunk.f32.set(k.subarray(src, src + rowFloats), kAt);
+        chunk.f32.set(v.subarray(src, src + rowFloats), vAt);
+      } else {
+        // Padding lanes must read as zeros: this place may have held the score scratch before the chunk grew.
+        chunk.f32.fill(0, kAt, kAt + (2 * rowBytes) / 4);
+        for (let g = 0; g < kvHeads; g++) {
+          chunk.f32.set(k.subarray(src + g * headDim, src + (g + 1) * headDim), kAt + g * hdp);
+          chunk.f32.set(v.subarray(src + g * headDim, src + (g + 1) * headDim), vAt + g * hdp);
+        }
+      }
+    }
+  }
+
+  /** Copies of one layer's keys and values at positions [0, length): KVH · headDim floats per position. */
+  read(layer: number): { k: Float32Array; v: Float32Array } {
+    const { hdp, rowBytes, stride, maxPositions, kvOff } = this.layout;
+    const { kvHeads, headDim } = this.dims;
+    const rowFloats = kvHeads * headDim;
+    const k = new Float32Array(this.length * rowFloats);
+    const v = new Float32Array(this.length * rowFloats);
+    for (let p = 0; p < this.length; p++) {
+      const f32 = this.chunks[Math.floor(p / maxPositions)].f32;
+      const kAt = (kvOff + (p % maxPositions) * stride + layer * 2 * rowBytes) / 4;
+      for (let g = 0; g < kvHeads; g++) {
+        k.set(f32.subarray(kAt + g * hdp, kAt + g * hdp + headDim), p * rowFloats + g * headDim);
+        v.set(f32.subarray(kAt + rowBytes / 4 + g * hdp, kAt + rowBytes / 4 + g * hdp + headDim), p * rowFloats + g * headDim);
+      }
+    }
+    return { k, v };
+  }
+
+  /**
+   * Attention of one query row (H · headDim floats at `q[qOffset]`, normalised and rotated) over positions
+   * [0, len) of `layer`: writes H · headDim floats at `out[outOffset]`.
+   */
+  attend(layer: number, len: number, q: Float32Array, qOffset: number, out: Float32Array, outOffset: number): void {
+    const { hdp, rowBytes, stride, maxPositions, rep, kvOff, qOff, outOff, statsOff, scale } = this.layout;
+    const { heads, kvHeads, headDim } = this.dims;
+    const parts = Math.ceil(len / maxPositions);
+    const k = kvOff + layer * 2 * rowBytes;
+    for (let c = 0; c < parts; c++) {
+      const chunk = this.chunks[c];
+      copyHeads(q, qOffset, headDim, chunk.f32, qOff / 4, hdp, heads);
+      // One chunk (the usual case) normalises in the kernel; several leave that to the combination below.
+      chunk.attend(qOff, outOff, statsOff, chunk.scoresOff, k, k + rowBytes, Math.min(maxPositions, len - c * maxPositions), stride, kvHeads, rep, hdp, scale, parts === 1 ? 1 : 0);
+      if (parts === 1) copyHeads(chunk.f32, outOff / 4, hdp, out, outOffset, headDim, heads);
+      else this.accumulate(c, chunk.f32, out, outOffset);
+    }
+    if (parts === 1) return;
+    for (let h = 0; h < heads; h++) {
+      const inv = 1 / this.partSum[h];
+      for (let d = 0; d < headDim; d++) out[outOffset + h * headDim + d] *= inv;
+    }
+  }
+
+  /** Fold chunk `c`'s unnormalised output into `out`, rescaling what earlier chunks left there (online softmax). */
+  private accumulate(c: number, f32: Float32Array, out: Float32Array, outOffset: number): void {
+    const { hdp, outOff, statsOff } = this.layout;
+    const { heads, headDim } = this.dims;
+    for (let h = 0; h < heads; h++) {
+      const m = f32[statsOff / 4 + 2 * h];
+      const s = f32[statsOff / 4 + 2 * h + 1];
+      const src = outOff / 4 + h * hdp;
+      const dst = outOffset + h * headDim;
+      if (c === 0) {
+        out.set(f32.subarray(src, src + headDim), dst);
+        this.partMax[h] = m;
+        this.partSum[h] = s;
+        continue;
+      }
+      const top = Math.max(this.partMax[h], m);
+      const before = Math.exp(this.partMax[h] - top);
+      const now = Math.exp(m - top);
+      for (let d = 0; d < headDim; d++) out[dst + d] = out[dst + d] * before + f32[src + d] * now;
+      this.partMax[h] = top;
+      this.partSum[h] = this.partSum[h] * before + s * now;
+    }
+  }
+}
