@@ -2,10 +2,11 @@
  * A sequence's KV cache on the host (wasm/cpu backends), held in WebAssembly memory so that the SIMD attention kernel
  * (kernels/attention.wat) reads it in place: no copy per step, four lanes per instruction.
  *
- * Positions are stored position-major (row t holds every layer's keys and values of position t), so appending a
- * position never moves earlier ones and a memory grows in place. A wasm memory holds at most 4 GiB, so a long cache
- * is split into chunks of at most `maxChunkBytes`, each with its own memory and kernel instance; the kernel returns
- * per head the unnormalised output with its softmax max and sum, and chunks combine exactly (log-sum-exp).
+ * Positions are stored in pages of PAGE_SLOTS: a page holds, per layer, the keys then the values of its positions as
+ * consecutive rows, so the kernel streams a layer's cache a page at a time, and appending never moves what is
+ * stored (a memory grows in place). A wasm memory holds at most 4 GiB, so a long cache is split into chunks of at
+ * most `maxChunkBytes`, each with its own memory and kernel instance; the kernel returns per head the unnormalised
+ * output with its softmax max and sum, and chunks combine exactly (log-sum-exp).
  */
 import { ATTENTION_WASM_BASE64 } from './kernels/attention-wasm.ts';
 
@@ -23,8 +24,11 @@ export interface KvCacheOptions {
 
 const WASM_PAGE = 65536;
 const DEFAULT_MAX_CHUNK_BYTES = 2 ** 30;
+/** Positions per page (a power of two: the kernel finds a position's page and slot by shift and mask). */
+const PAGE_SHIFT = 4;
+const PAGE_SLOTS = 1 << PAGE_SHIFT;
 
-type AttendFn = (q: number, out: number, stats: number, scores: number, k: number, v: number, len: number, stride: number, kvh: number, rep: number, hdp: number, scale: number, normalize: number) => void;
+type AttendFn = (q: number, out: number, stats: number, scores: number, k: number, v: number, len: number, shift: number, pageBytes: number, kvh: number, rep: number, hdp: number, scale: number, normalize: number) => void;
 
 let compiled: WebAssembly.Module | null = null;
 function attentionModule(): WebAssembly.Module {
@@ -38,13 +42,15 @@ class Layout {
   /** Head dim padded to the kernel's four lanes (padding lanes hold zeros and add nothing). */
   readonly hdp: number;
   readonly rowBytes: number; // one layer's keys (or values) of one position: KVH · hdp floats
-  readonly stride: number; // one position: every layer's keys and values
+  readonly layerBytes: number; // one layer's keys and values of one page
+  readonly pageBytes: number;
   readonly qOff = 0;
   readonly outOff: number;
   readonly statsOff: number;
   readonly kvOff: number;
+  /** Positions one chunk holds (whole pages). */
   readonly maxPositions: number;
-  readonly maxPages: number;
+  readonly maxWasmPages: number;
   readonly scale: number;
   constructor(
     readonly dims: KvDims,
@@ -54,18 +60,28 @@ class Layout {
     this.rep = heads / kvHeads;
     this.hdp = Math.ceil(headDim / 4) * 4;
     this.rowBytes = kvHeads * this.hdp * 4;
-    this.stride = layers * 2 * this.rowBytes;
+    this.layerBytes = 2 * PAGE_SLOTS * this.rowBytes;
+    this.pageBytes = layers * this.layerBytes;
     this.outOff = heads * this.hdp * 4;
     this.statsOff = 2 * this.outOff;
     this.kvOff = Math.ceil((this.statsOff + heads * 8) / 16) * 16;
-    this.maxPages = Math.min(65536, Math.ceil(maxChunkBytes / WASM_PAGE));
-    // Each position needs its row and `rep` floats of score scratch.
-    this.maxPositions = Math.floor((this.maxPages * WASM_PAGE - this.kvOff) / (this.stride + this.rep * 4));
-    if (this.maxPositions < 1) throw new RangeError(`a chunk of ${maxChunkBytes} bytes cannot hold one position (${this.stride} bytes)`);
+    this.maxWasmPages = Math.min(65536, Math.ceil(maxChunkBytes / WASM_PAGE));
+    // Each page of positions also needs H floats of score scratch per position.
+    const pages = Math.floor((this.maxWasmPages * WASM_PAGE - this.kvOff) / this.bytesPerPage());
+    if (pages < 1) throw new RangeError(`a chunk of ${maxChunkBytes} bytes cannot hold one page of ${PAGE_SLOTS} positions (${this.bytesPerPage()} bytes)`);
+    this.maxPositions = pages * PAGE_SLOTS;
     this.scale = 1 / Math.sqrt(headDim);
   }
+  private bytesPerPage(): number {
+    return this.pageBytes + this.dims.heads * PAGE_SLOTS * 4;
+  }
+  /** Bytes a chunk of `capacity` positions (a multiple of PAGE_SLOTS) needs. */
   bytesFor(capacity: number): number {
-    return this.kvOff + capacity * (this.stride + this.rep * 4);
+    return this.kvOff + (capacity / PAGE_SLOTS) * this.bytesPerPage();
+  }
+  /** Float index of the keys of `layer` at chunk-local position `p` (the values follow PAGE_SLOTS rows later). */
+  keyIndex(layer: number, p: number): number {
+    return (this.kvOff + (p >> PAGE_SHIFT) * this.pageBytes + layer * this.layerBytes + (p & (PAGE_SLOTS - 1)) * this.rowBytes) / 4;
   }
 }
 
@@ -79,7 +95,7 @@ class Chunk {
     private readonly layout: Layout,
     capacity: number,
   ) {
-    this.memory = new WebAssembly.Memory({ initial: Math.ceil(layout.bytesFor(capacity) / WASM_PAGE), maximum: layout.maxPages });
+    this.memory = new WebAssembly.Memory({ initial: Math.ceil(layout.bytesFor(capacity) / WASM_PAGE), maximum: layout.maxWasmPages });
     this.attend = new WebAssembly.Instance(attentionModule(), { env: { memory: this.memory } }).exports.attend as AttendFn;
     this.f32 = new Float32Array(this.memory.buffer);
     this.capacity = capacity;
@@ -92,9 +108,9 @@ class Chunk {
     this.f32 = new Float32Array(this.memory.buffer);
     this.capacity = capacity;
   }
-  /** Byte offset of the score scratch (after the positions, so it moves when the chunk grows). */
+  /** Byte offset of the score scratch (after the pages, so it moves when the chunk grows). */
   get scoresOff(): number {
-    return this.layout.kvOff + this.capacity * this.layout.stride;
+    return this.layout.kvOff + (this.capacity / PAGE_SLOTS) * this.layout.pageBytes;
   }
 }
 
@@ -132,9 +148,9 @@ export class HostKvCache {
     const per = this.layout.maxPositions;
     const needed = Math.ceil(n / per);
     for (let i = 0; i < needed; i++) {
-      const want = i < needed - 1 ? per : n - i * per;
+      const want = Math.ceil((i < needed - 1 ? per : n - i * per) / PAGE_SLOTS) * PAGE_SLOTS;
       const chunk = this.chunks[i];
-      if (!chunk) this.chunks.push(new Chunk(this.layout, Math.max(want, Math.min(per, 16))));
+      if (!chunk) this.chunks.push(new Chunk(this.layout, want));
       else if (chunk.capacity < want) chunk.grow(Math.min(per, Math.max(want, 2 * chunk.capacity)));
     }
   }
@@ -144,43 +160,49 @@ export class HostKvCache {
    * KVH · headDim floats from `offset`. The positions must be reserved.
    */
   write(layer: number, pos: number, count: number, k: Float32Array, v: Float32Array, offset = 0): void {
-    const { hdp, rowBytes, stride, maxPositions } = this.layout;
+    const { hdp, rowBytes, maxPositions } = this.layout;
     const { kvHeads, headDim } = this.dims;
     const rowFloats = kvHeads * headDim;
-    for (let i = 0; i < count; i++) {
+    const valuesAfter = (PAGE_SLOTS * rowBytes) / 4;
+    let i = 0;
+    while (i < count) {
       const p = pos + i;
-      const chunk = this.chunks[Math.floor(p / maxPositions)];
-      const kAt = (this.layout.kvOff + (p % maxPositions) * stride + layer * 2 * rowBytes) / 4;
-      const vAt = kAt + rowBytes / 4;
+      const local = p % maxPositions;
+      const f32 = this.chunks[Math.floor(p / maxPositions)].f32;
+      const kAt = this.layout.keyIndex(layer, local);
       const src = offset + i * rowFloats;
       if (hdp === headDim) {
-        chunk.f32.set(k.subarray(src, src + rowFloats), kAt);
-        chunk.f32.set(v.subarray(src, src + rowFloats), vAt);
-      } else {
-        // Padding lanes must read as zeros: this place may have held the score scratch before the chunk grew.
-        chunk.f32.fill(0, kAt, kAt + (2 * rowBytes) / 4);
-        for (let g = 0; g < kvHeads; g++) {
-          chunk.f32.set(k.subarray(src + g * headDim, src + (g + 1) * headDim), kAt + g * hdp);
-          chunk.f32.set(v.subarray(src + g * headDim, src + (g + 1) * headDim), vAt + g * hdp);
-        }
+        // The rest of this page's slots are consecutive rows: one copy each for keys and values.
+        const run = Math.min(count - i, PAGE_SLOTS - (local & (PAGE_SLOTS - 1)));
+        f32.set(k.subarray(src, src + run * rowFloats), kAt);
+        f32.set(v.subarray(src, src + run * rowFloats), kAt + valuesAfter);
+        i += run;
+        continue;
       }
+      // Padding lanes must read as zeros: this place may have held the score scratch before the chunk grew.
+      f32.fill(0, kAt, kAt + rowBytes / 4);
+      f32.fill(0, kAt + valuesAfter, kAt + valuesAfter + rowBytes / 4);
+      for (let g = 0; g < kvHeads; g++) {
+        f32.set(k.subarray(src + g * headDim, src + (g + 1) * headDim), kAt + g * hdp);
+        f32.set(v.subarray(src + g * headDim, src + (g + 1) * headDim), kAt + valuesAfter + g * hdp);
+      }
+      i++;
     }
   }
 
   /** Copies of one layer's keys and values at positions [0, length): KVH · headDim floats per position. */
   read(layer: number): { k: Float32Array; v: Float32Array } {
-    const { hdp, rowBytes, stride, maxPositions, kvOff } = this.layout;
+    const { hdp, rowBytes, maxPositions } = this.layout;
     const { kvHeads, headDim } = this.dims;
     const rowFloats = kvHeads * headDim;
+    const valuesAfter = (PAGE_SLOTS * rowBytes) / 4;
     const k = new Float32Array(this.length * rowFloats);
     const v = new Float32Array(this.length * rowFloats);
     for (let p = 0; p < this.length; p++) {
       const f32 = this.chunks[Math.floor(p / maxPositions)].f32;
-      const kAt = (kvOff + (p % maxPositions) * stride + layer * 2 * rowBytes) / 4;
-      for (let g = 0; g < kvHeads; g++) {
-        k.set(f32.subarray(kAt + g * hdp, kAt + g * hdp + headDim), p * rowFloats + g * headDim);
-        v.set(f32.subarray(kAt + rowBytes / 4 + g * hdp, kAt + rowBytes / 4 + g * hdp + headDim), p * rowFloats + g * headDim);
-      }
+      const kAt = this.layout.keyIndex(layer, p % maxPositions);
+      copyHeads(f32, kAt, hdp, k, p * rowFloats, headDim, kvHeads);
+      copyHeads(f32, kAt + valuesAfter, hdp, v, p * rowFloats, headDim, kvHeads);
     }
     return { k, v };
   }
@@ -190,15 +212,16 @@ export class HostKvCache {
    * [0, len) of `layer`: writes H · headDim floats at `out[outOffset]`.
    */
   attend(layer: number, len: number, q: Float32Array, qOffset: number, out: Float32Array, outOffset: number): void {
-    const { hdp, rowBytes, stride, maxPositions, rep, kvOff, qOff, outOff, statsOff, scale } = this.layout;
+    const { hdp, rowBytes, layerBytes, pageBytes, maxPositions, rep, kvOff, qOff, outOff, statsOff, scale } = this.layout;
     const { heads, kvHeads, headDim } = this.dims;
     const parts = Math.ceil(len / maxPositions);
-    const k = kvOff + layer * 2 * rowBytes;
+    const k = kvOff + layer * layerBytes;
+    const v = k + PAGE_SLOTS * rowBytes;
     for (let c = 0; c < parts; c++) {
       const chunk = this.chunks[c];
       copyHeads(q, qOffset, headDim, chunk.f32, qOff / 4, hdp, heads);
       // One chunk (the usual case) normalises in the kernel; several leave that to the combination below.
-      chunk.attend(qOff, outOff, statsOff, chunk.scoresOff, k, k + rowBytes, Math.min(maxPositions, len - c * maxPositions), stride, kvHeads, rep, hdp, scale, parts === 1 ? 1 : 0);
+      chunk.attend(qOff, outOff, statsOff, chunk.scoresOff, k, v, Math.min(maxPositions, len - c * maxPositions), PAGE_SHIFT, pageBytes, kvHeads, rep, hdp, scale, parts === 1 ? 1 : 0);
       if (parts === 1) copyHeads(chunk.f32, outOff / 4, hdp, out, outOffset, headDim, heads);
       else this.accumulate(c, chunk.f32, out, outOffset);
     }

@@ -6,8 +6,9 @@
 ;;
 ;; Layout (byte offsets into the imported memory; every vector is a head padded to `hdp` floats, hdp % 4 == 0):
 ;;   q      [H, hdp]          the new position's queries (normalised and rotated)
-;;   k, v   row t at k + t·stride (v + t·stride): [KVH, hdp] keys (values) of cached position t
-;;   scores [rep, len]        scratch
+;;   k, v   paged: position t is slot t & (2^shift − 1) of page t >> shift; pages are `pageBytes` apart and the
+;;          slots of one page hold consecutive [KVH, hdp] rows, so a page's keys (values) are read as one stream
+;;   scores [H, len]          scratch
 ;;   out    [H, hdp]          Σ_t exp(s_t − m) · v_t, divided by the sum when `normalize` is 1; chunks of one cache
 ;;                            leave it undivided and are combined by the caller
 ;;   stats  [H, 2]            per head: m = max_t s_t, and Σ_t exp(s_t − m)
@@ -47,33 +48,40 @@
 
   (func (export "attend")
     (param $q i32) (param $out i32) (param $stats i32) (param $scores i32) (param $k i32) (param $v i32)
-    (param $len i32) (param $stride i32) (param $kvh i32) (param $rep i32) (param $hdp i32) (param $scale f32) (param $normalize i32)
-    (local $hdBytes i32) (local $lenBytes i32) (local $len4 i32)
-    (local $g i32) (local $t i32) (local $r i32) (local $d i32)
-    (local $row i32) (local $qRow i32) (local $sRow i32) (local $oRow i32) (local $addr i32)
+    (param $len i32) (param $shift i32) (param $pageBytes i32) (param $kvh i32) (param $rep i32) (param $hdp i32)
+    (param $scale f32) (param $normalize i32)
+    (local $hdBytes i32) (local $rowBytes i32) (local $lenBytes i32) (local $len4 i32) (local $heads i32) (local $slotMask i32)
+    (local $t i32) (local $g i32) (local $r i32) (local $h i32) (local $d i32)
+    (local $row i32) (local $kg i32) (local $qRow i32) (local $sRow i32) (local $oRow i32) (local $addr i32)
     (local $acc v128) (local $sum v128) (local $p v128) (local $mx v128)
     (local $max f32) (local $e f32) (local $total f32)
     (local.set $hdBytes (i32.shl (local.get $hdp) (i32.const 2)))
+    (local.set $rowBytes (i32.mul (local.get $kvh) (local.get $hdBytes)))
+    (local.set $heads (i32.mul (local.get $kvh) (local.get $rep)))
     (local.set $lenBytes (i32.shl (local.get $len) (i32.const 2)))
     (local.set $len4 (i32.and (local.get $len) (i32.const -4)))
-    (local.set $g (i32.const 0))
-    (block $groupsDone
-      (loop $groups
-        (br_if $groupsDone (i32.ge_u (local.get $g) (local.get $kvh)))
+    (local.set $slotMask (i32.sub (i32.shl (i32.const 1) (local.get $shift)) (i32.const 1)))
 
-        ;; scores[r, t] = scale · q_(g·rep+r) · k_t,g — each key row is read once for the rep heads that share it
-        (local.set $t (i32.const 0))
-        (block $scoresDone
-          (loop $scoresT
-            (br_if $scoresDone (i32.ge_u (local.get $t) (local.get $len)))
-            (local.set $row
-              (i32.add (i32.add (local.get $k) (i32.mul (local.get $t) (local.get $stride))) (i32.mul (local.get $g) (local.get $hdBytes))))
+    ;; scores[h, t] = scale · q_h · k_t,h/rep — position by position, so each key row is one contiguous read
+    (local.set $t (i32.const 0))
+    (block $scoresDone
+      (loop $scoresT
+        (br_if $scoresDone (i32.ge_u (local.get $t) (local.get $len)))
+        (local.set $row
+          (i32.add
+            (i32.add (local.get $k) (i32.mul (i32.shr_u (local.get $t) (local.get $shift)) (local.get $pageBytes)))
+            (i32.mul (i32.and (local.get $t) (local.get $slotMask)) (local.get $rowBytes))))
+        (local.set $h (i32.const 0))
+        (local.set $g (i32.const 0))
+        (block $groupsDone
+          (loop $groups
+            (br_if $groupsDone (i32.ge_u (local.get $g) (local.get $kvh)))
+            (local.set $kg (i32.add (local.get $row) (i32.mul (local.get $g) (local.get $hdBytes))))
             (local.set $r (i32.const 0))
             (block $headsDone
               (loop $heads
                 (br_if $headsDone (i32.ge_u (local.get $r) (local.get $rep)))
-                (local.set $qRow
-                  (i32.add (local.get $q) (i32.mul (i32.add (i32.mul (local.get $g) (local.get $rep)) (local.get $r)) (local.get $hdBytes))))
+                (local.set $qRow (i32.add (local.get $q) (i32.mul (local.get $h) (local.get $hdBytes))))
                 (local.set $acc (v128.const f32x4 0 0 0 0))
                 (local.set $d (i32.const 0))
                 (block $dotDone
@@ -84,85 +92,93 @@
                         (local.get $acc)
                         (f32x4.mul
                           (v128.load (i32.add (local.get $qRow) (local.get $d)))
-                          (v128.load (i32.add (local.get $row) (local.get $d))))))
+                          (v128.load (i32.add (local.get $kg) (local.get $d))))))
                     (local.set $d (i32.add (local.get $d) (i32.const 16)))
                     (br $dot)))
                 (f32.store
-                  (i32.add (local.get $scores) (i32.add (i32.mul (local.get $r) (local.get $lenBytes)) (i32.shl (local.get $t) (i32.const 2))))
+                  (i32.add (local.get $scores) (i32.add (i32.mul (local.get $h) (local.get $lenBytes)) (i32.shl (local.get $t) (i32.const 2))))
                   (f32.mul (call $hsum (local.get $acc)) (local.get $scale)))
+                (local.set $h (i32.add (local.get $h) (i32.const 1)))
                 (local.set $r (i32.add (local.get $r) (i32.const 1)))
                 (br $heads)))
-            (local.set $t (i32.add (local.get $t) (i32.const 1)))
-            (br $scoresT)))
+            (local.set $g (i32.add (local.get $g) (i32.const 1)))
+            (br $groups)))
+        (local.set $t (i32.add (local.get $t) (i32.const 1)))
+        (br $scoresT)))
 
-        ;; per head of the group: m = max, scores ← exp(s − m) in place, stats = (m, Σ)
-        (local.set $r (i32.const 0))
-        (block $softmaxDone
-          (loop $softmax
-            (br_if $softmaxDone (i32.ge_u (local.get $r) (local.get $rep)))
-            (local.set $sRow (i32.add (local.get $scores) (i32.mul (local.get $r) (local.get $lenBytes))))
-            (local.set $max (f32.const -inf))
-            (local.set $t (i32.const 0))
-            (block $maxDone
-              (loop $maxT
-                (br_if $maxDone (i32.ge_u (local.get $t) (local.get $len)))
-                (local.set $max (f32.max (local.get $max) (f32.load (i32.add (local.get $sRow) (i32.shl (local.get $t) (i32.const 2))))))
-                (local.set $t (i32.add (local.get $t) (i32.const 1)))
-                (br $maxT)))
-            (local.set $mx (f32x4.splat (local.get $max)))
-            (local.set $sum (v128.const f32x4 0 0 0 0))
-            (local.set $t (i32.const 0))
-            (block $expDone
-              (loop $expT
-                (br_if $expDone (i32.ge_u (local.get $t) (local.get $len4)))
-                (local.set $addr (i32.add (local.get $sRow) (i32.shl (local.get $t) (i32.const 2))))
-                (local.set $p (call $exp4 (f32x4.sub (v128.load (local.get $addr)) (local.get $mx))))
-                (v128.store (local.get $addr) (local.get $p))
-                (local.set $sum (f32x4.add (local.get $sum) (local.get $p)))
-                (local.set $t (i32.add (local.get $t) (i32.const 4)))
-                (br $expT)))
-            (local.set $total (call $hsum (local.get $sum)))
-            (block $tailDone
-              (loop $tail
-                (br_if $tailDone (i32.ge_u (local.get $t) (local.get $len)))
-                (local.set $addr (i32.add (local.get $sRow) (i32.shl (local.get $t) (i32.const 2))))
-                (local.set $e
-                  (f32x4.extract_lane 0 (call $exp4 (f32x4.splat (f32.sub (f32.load (local.get $addr)) (local.get $max))))))
-                (f32.store (local.get $addr) (local.get $e))
-                (local.set $total (f32.add (local.get $total) (local.get $e)))
-                (local.set $t (i32.add (local.get $t) (i32.const 1)))
-                (br $tail)))
-            (local.set $addr
-              (i32.add (local.get $stats) (i32.shl (i32.add (i32.mul (local.get $g) (local.get $rep)) (local.get $r)) (i32.const 3))))
-            (f32.store (local.get $addr) (local.get $max))
-            (f32.store offset=4 (local.get $addr) (local.get $total))
-            (local.set $r (i32.add (local.get $r) (i32.const 1)))
-            (br $softmax)))
-
-        ;; out rows of the group's heads: zero, then Σ_t p_t · v_t (each value row read once for the rep heads)
-        (local.set $addr (i32.add (local.get $out) (i32.mul (i32.mul (local.get $g) (local.get $rep)) (local.get $hdBytes))))
-        (local.set $d (i32.const 0))
-        (block $zeroDone
-          (loop $zero
-            (br_if $zeroDone (i32.ge_u (local.get $d) (i32.mul (local.get $rep) (local.get $hdBytes))))
-            (v128.store (i32.add (local.get $addr) (local.get $d)) (v128.const f32x4 0 0 0 0))
-            (local.set $d (i32.add (local.get $d) (i32.const 16)))
-            (br $zero)))
+    ;; per head: m = max, scores ← exp(s − m) in place, stats = (m, Σ)
+    (local.set $h (i32.const 0))
+    (block $softmaxDone
+      (loop $softmax
+        (br_if $softmaxDone (i32.ge_u (local.get $h) (local.get $heads)))
+        (local.set $sRow (i32.add (local.get $scores) (i32.mul (local.get $h) (local.get $lenBytes))))
+        (local.set $max (f32.const -inf))
         (local.set $t (i32.const 0))
-        (block $valuesDone
-          (loop $valuesT
-            (br_if $valuesDone (i32.ge_u (local.get $t) (local.get $len)))
-            (local.set $row
-              (i32.add (i32.add (local.get $v) (i32.mul (local.get $t) (local.get $stride))) (i32.mul (local.get $g) (local.get $hdBytes))))
+        (block $maxDone
+          (loop $maxT
+            (br_if $maxDone (i32.ge_u (local.get $t) (local.get $len)))
+            (local.set $max (f32.max (local.get $max) (f32.load (i32.add (local.get $sRow) (i32.shl (local.get $t) (i32.const 2))))))
+            (local.set $t (i32.add (local.get $t) (i32.const 1)))
+            (br $maxT)))
+        (local.set $mx (f32x4.splat (local.get $max)))
+        (local.set $sum (v128.const f32x4 0 0 0 0))
+        (local.set $t (i32.const 0))
+        (block $expDone
+          (loop $expT
+            (br_if $expDone (i32.ge_u (local.get $t) (local.get $len4)))
+            (local.set $addr (i32.add (local.get $sRow) (i32.shl (local.get $t) (i32.const 2))))
+            (local.set $p (call $exp4 (f32x4.sub (v128.load (local.get $addr)) (local.get $mx))))
+            (v128.store (local.get $addr) (local.get $p))
+            (local.set $sum (f32x4.add (local.get $sum) (local.get $p)))
+            (local.set $t (i32.add (local.get $t) (i32.const 4)))
+            (br $expT)))
+        (local.set $total (call $hsum (local.get $sum)))
+        (block $tailDone
+          (loop $tail
+            (br_if $tailDone (i32.ge_u (local.get $t) (local.get $len)))
+            (local.set $addr (i32.add (local.get $sRow) (i32.shl (local.get $t) (i32.const 2))))
+            (local.set $e
+              (f32x4.extract_lane 0 (call $exp4 (f32x4.splat (f32.sub (f32.load (local.get $addr)) (local.get $max))))))
+            (f32.store (local.get $addr) (local.get $e))
+            (local.set $total (f32.add (local.get $total) (local.get $e)))
+            (local.set $t (i32.add (local.get $t) (i32.const 1)))
+            (br $tail)))
+        (local.set $addr (i32.add (local.get $stats) (i32.shl (local.get $h) (i32.const 3))))
+        (f32.store (local.get $addr) (local.get $max))
+        (f32.store offset=4 (local.get $addr) (local.get $total))
+        (local.set $h (i32.add (local.get $h) (i32.const 1)))
+        (br $softmax)))
+
+    ;; out = 0, then Σ_t p_h,t · v_t,h/rep — again position by position over contiguous value rows
+    (local.set $d (i32.const 0))
+    (block $zeroDone
+      (loop $zero
+        (br_if $zeroDone (i32.ge_u (local.get $d) (i32.mul (local.get $heads) (local.get $hdBytes))))
+        (v128.store (i32.add (local.get $out) (local.get $d)) (v128.const f32x4 0 0 0 0))
+        (local.set $d (i32.add (local.get $d) (i32.const 16)))
+        (br $zero)))
+    (local.set $t (i32.const 0))
+    (block $valuesDone
+      (loop $valuesT
+        (br_if $valuesDone (i32.ge_u (local.get $t) (local.get $len)))
+        (local.set $row
+          (i32.add
+            (i32.add (local.get $v) (i32.mul (i32.shr_u (local.get $t) (local.get $shift)) (local.get $pageBytes)))
+            (i32.mul (i32.and (local.get $t) (local.get $slotMask)) (local.get $rowBytes))))
+        (local.set $h (i32.const 0))
+        (local.set $g (i32.const 0))
+        (block $vGroupsDone
+          (loop $vGroups
+            (br_if $vGroupsDone (i32.ge_u (local.get $g) (local.get $kvh)))
+            (local.set $kg (i32.add (local.get $row) (i32.mul (local.get $g) (local.get $hdBytes))))
             (local.set $r (i32.const 0))
             (block $vHeadsDone
               (loop $vHeads
                 (br_if $vHeadsDone (i32.ge_u (local.get $r) (local.get $rep)))
                 (local.set $p
                   (v128.load32_splat
-                    (i32.add (local.get $scores) (i32.add (i32.mul (local.get $r) (local.get $lenBytes)) (i32.shl (local.get $t) (i32.const 2))))))
-                (local.set $oRow
-                  (i32.add (local.get $out) (i32.mul (i32.add (i32.mul (local.get $g) (local.get $rep)) (local.get $r)) (local.get $hdBytes))))
+                    (i32.add (local.get $scores) (i32.add (i32.mul (local.get $h) (local.get $lenBytes)) (i32.shl (local.get $t) (i32.const 2))))))
+                (local.set $oRow (i32.add (local.get $out) (i32.mul (local.get $h) (local.get $hdBytes))))
                 (local.set $d (i32.const 0))
                 (block $axpyDone
                   (loop $axpy
@@ -172,40 +188,35 @@
                       (local.get $addr)
                       (f32x4.add
                         (v128.load (local.get $addr))
-                        (f32x4.mul (local.get $p) (v128.load (i32.add (local.get $row) (local.get $d))))))
+                        (f32x4.mul (local.get $p) (v128.load (i32.add (local.get $kg) (local.get $d))))))
                     (local.set $d (i32.add (local.get $d) (i32.const 16)))
                     (br $axpy)))
+                (local.set $h (i32.add (local.get $h) (i32.const 1)))
                 (local.set $r (i32.add (local.get $r) (i32.const 1)))
                 (br $vHeads)))
-            (local.set $t (i32.add (local.get $t) (i32.const 1)))
-            (br $valuesT)))
+            (local.set $g (i32.add (local.get $g) (i32.const 1)))
+            (br $vGroups)))
+        (local.set $t (i32.add (local.get $t) (i32.const 1)))
+        (br $valuesT)))
 
-        ;; out rows ÷ their sums
-        (if (local.get $normalize)
-          (then
-            (local.set $r (i32.const 0))
-            (block $normDone
-              (loop $norm
-                (br_if $normDone (i32.ge_u (local.get $r) (local.get $rep)))
-                (local.set $p
-                  (f32x4.splat
-                    (f32.div
-                      (f32.const 1)
-                      (f32.load offset=4
-                        (i32.add (local.get $stats) (i32.shl (i32.add (i32.mul (local.get $g) (local.get $rep)) (local.get $r)) (i32.const 3)))))))
-                (local.set $oRow
-                  (i32.add (local.get $out) (i32.mul (i32.add (i32.mul (local.get $g) (local.get $rep)) (local.get $r)) (local.get $hdBytes))))
-                (local.set $d (i32.const 0))
-                (block $scaleDone
-                  (loop $scaleRow
-                    (br_if $scaleDone (i32.ge_u (local.get $d) (local.get $hdBytes)))
-                    (local.set $addr (i32.add (local.get $oRow) (local.get $d)))
-                    (v128.store (local.get $addr) (f32x4.mul (v128.load (local.get $addr)) (local.get $p)))
-                    (local.set $d (i32.add (local.get $d) (i32.const 16)))
-                    (br $scaleRow)))
-                (local.set $r (i32.add (local.get $r) (i32.const 1)))
-                (br $norm)))))
-
-        (local.set $g (i32.add (local.get $g) (i32.const 1)))
-        (br $groups))))
+    ;; out rows ÷ their sums
+    (if (local.get $normalize)
+      (then
+        (local.set $h (i32.const 0))
+        (block $normDone
+          (loop $norm
+            (br_if $normDone (i32.ge_u (local.get $h) (local.get $heads)))
+            (local.set $p
+              (f32x4.splat (f32.div (f32.const 1) (f32.load offset=4 (i32.add (local.get $stats) (i32.shl (local.get $h) (i32.const 3)))))))
+            (local.set $oRow (i32.add (local.get $out) (i32.mul (local.get $h) (local.get $hdBytes))))
+            (local.set $d (i32.const 0))
+            (block $scaleDone
+              (loop $scaleRow
+                (br_if $scaleDone (i32.ge_u (local.get $d) (local.get $hdBytes)))
+                (local.set $addr (i32.add (local.get $oRow) (local.get $d)))
+                (v128.store (local.get $addr) (f32x4.mul (v128.load (local.get $addr)) (local.get $p)))
+                (local.set $d (i32.add (local.get $d) (i32.const 16)))
+                (br $scaleRow)))
+            (local.set $h (i32.add (local.get $h) (i32.const 1)))
+            (br $norm))))))
 )
