@@ -6,6 +6,9 @@
  * T-dependent FLOPs are reported separately (`train_mfu_with_attention`, adding PaLM's 12·L·d·T per token).
  * Peak = the best of several 1024³ matmuls on the same backend.
  *
+ * `decode_matmul_batching_gain_8` is what batching gains on the decode step's weight matmuls alone (8 rows vs 1): where
+ * the backend's single-row matmul already runs near its peak, batched decoding cannot gain much more than this.
+ *
  * On a shared machine wall-clock numbers drift with the other processes' load, so the ratios are also reported by
  * this process's CPU time (`*_cpu`: the backend is single-threaded, so CPU time is the work itself).
  */
@@ -43,6 +46,45 @@ async function timed<T>(fn: () => Promise<T> | T): Promise<{ value: T; wallMs: n
   const wallMs = performance.now() - t0;
   const cpu = process.cpuUsage(cpu0);
   return { value, wallMs, cpuMs: (cpu.user + cpu.system) / 1000 };
+}
+
+/**
+ * What batching can gain on the decode step's weight matmuls alone (fused qkv, o, fused gate/up, down per layer, and
+ * the head): 8 × time(1-row matmuls) ÷ time(8-row matmuls). The backend's kernels bound batched decoding by this
+ * much wherever matmuls are most of a step.
+ */
+async function matmulBatchingGain(cfg: DecoderConfig, rowsAlone: number, rowsTogether: number): Promise<{ gain: number; aloneMs: number; togetherMs: number }> {
+  const d = cfg.hidden_size;
+  const qkvOut = (cfg.num_attention_heads + 2 * cfg.num_key_value_heads) * cfg.head_dim;
+  const shapes: [number, number][] = [
+    [d, qkvOut],
+    [cfg.num_attention_heads * cfg.head_dim, d],
+    [d, 2 * cfg.intermediate_size],
+    [cfg.intermediate_size, d],
+  ];
+  const weights = [...Array.from({ length: cfg.num_hidden_layers }, () => shapes).flat(), [d, cfg.vocab_size] as [number, number]].map(([i, o]) => tf.randomNormal([i, o]) as tf.Tensor2D);
+  const timeRows = async (rows: number): Promise<number> => {
+    const inputs = weights.map((w) => tf.randomNormal([rows, w.shape[0]]) as tf.Tensor2D);
+    const once = async () => {
+      for (let i = 0; i < weights.length; i++) tf.matMul(inputs[i], weights[i]).dispose();
+      const probe = tf.matMul(inputs[0], weights[0]); // reading one result waits for every queued matmul
+      await probe.data();
+      probe.dispose();
+    };
+    await once();
+    let best = Infinity;
+    for (let round = 0; round < 5; round++) {
+      const t0 = performance.now();
+      for (let i = 0; i < 20; i++) await once();
+      best = Math.min(best, (performance.now() - t0) / 20);
+    }
+    inputs.forEach((t) => t.dispose());
+    return best;
+  };
+  const aloneMs = await timeRows(rowsAlone);
+  const togetherMs = await timeRows(rowsTogether);
+  weights.forEach((t) => t.dispose());
+  return { gain: (rowsTogether * aloneMs) / (rowsAlone * togetherMs), aloneMs, togetherMs };
 }
 
 /** Peak GFLOP/s of a 1024³ matmul, by wall clock and by CPU time (best of several). */
@@ -140,6 +182,8 @@ export default async function modelBench(ctx: BenchContext): Promise<Record<stri
     aloneTpsCpu = Math.max(aloneTpsCpu, alone.value.tokens.length / (alone.cpuMs / 1000));
   }
   await engine.close();
+  const matmuls = await matmulBatchingGain(cfg, 1, batch);
+  ctx.log(`decode-step matmuls: ${matmuls.aloneMs.toFixed(2)} ms for 1 row, ${matmuls.togetherMs.toFixed(2)} ms for ${batch}`);
 
   const result = {
     backend,
@@ -157,6 +201,9 @@ export default async function modelBench(ctx: BenchContext): Promise<Record<stri
     batched_decode_tokens_per_s_8: round(batchedTps),
     batched_decode_speedup_8: round(batchedTps / aloneTps, 2),
     batched_decode_speedup_8_cpu: round(batchedTpsCpu / aloneTpsCpu, 2),
+    decode_matmul_batching_gain_8: round(matmuls.gain, 2),
+    decode_matmul_ms_1_row: round(matmuls.aloneMs, 3),
+    decode_matmul_ms_8_rows: round(matmuls.togetherMs, 3),
   };
   const table = Object.entries(result).map(([metric, value]) => ({ metric, value }));
   process.stdout.write(formatTable(table) + '\n');
