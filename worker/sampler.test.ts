@@ -37,6 +37,25 @@ describe('sampleToken', () => {
     expect(p[2]).toBeGreaterThan(0);
   });
 
+  it('top-p over a large vocabulary keeps exactly the nucleus a full sort gives', () => {
+    const rand = seededRandom(11);
+    for (const [vocab, spread, topP] of [[50_000, 8, 0.9], [50_000, 2, 0.95], [3000, 0.01, 0.5], [151_936, 12, 0.8]] as const) {
+      const big = Float32Array.from({ length: vocab }, () => (rand() * 2 - 1) * spread);
+      const lse = Math.log(Array.from(big).reduce((a, z) => a + Math.exp(z), 0));
+      // The nucleus by definition: sort everything, keep the fewest best tokens whose mass reaches topP.
+      const order = Array.from({ length: vocab }, (_, i) => i).sort((a, b) => big[b] - big[a]);
+      let mass = 0;
+      let keep = 0;
+      while (mass < topP) mass += Math.exp(big[order[keep++]] - lse);
+      const nucleus = new Set(order.slice(0, keep));
+      const draws = new Set<number>();
+      for (let i = 0; i < 40; i++) draws.add(sampleToken(big, sampling({ temperature: 1, topP }), rand).id);
+      for (const id of draws) expect(nucleus.has(id)).toBe(true);
+      // A draw with u just below 1 lands on the nucleus's least probable token.
+      expect(sampleToken(big, sampling({ temperature: 1, topP }), () => 1 - 1e-12).id).toBe(order[keep - 1]);
+    }
+  });
+
   it("the logprob ignores truncation: it is the policy's own", () => {
     const rand = seededRandom(3);
     const t = sampleToken(logits, sampling({ temperature: 1, topK: 1 }), rand);

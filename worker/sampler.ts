@@ -51,6 +51,33 @@ function topEntries(logp: ArrayLike<number>, n: number): TokenLogprob[] {
   return best;
 }
 
+/** Width in nats of the log-probability buckets nucleusCandidates sorts within, and how many (below: one more). */
+const NUCLEUS_BUCKET_NATS = 0.5;
+const NUCLEUS_BUCKETS = 64;
+
+/**
+ * Every token that can belong to the top-p nucleus, best first (ties in id order, as a full stable sort gives). A
+ * vocabulary of 150k tokens is not sorted per token: probability mass is summed per log-probability bucket, from the
+ * most probable bucket down to the one where it reaches `topP`, and only the tokens of those buckets are sorted.
+ */
+function nucleusCandidates(logp: Float64Array, topP: number): number[] {
+  const bucketOf = (lp: number) => Math.min(NUCLEUS_BUCKETS, Math.floor(-lp / NUCLEUS_BUCKET_NATS));
+  const mass = new Float64Array(NUCLEUS_BUCKETS + 1);
+  for (let i = 0; i < logp.length; i++) mass[bucketOf(logp[i])] += Math.exp(logp[i]);
+  let last = NUCLEUS_BUCKETS;
+  let total = 0;
+  for (let b = 0; b <= NUCLEUS_BUCKETS; b++) {
+    total += mass[b];
+    if (total >= topP) {
+      last = b;
+      break;
+    }
+  }
+  const candidates: number[] = [];
+  for (let i = 0; i < logp.length; i++) if (bucketOf(logp[i]) <= last) candidates.push(i);
+  return candidates.sort((a, b) => logp[b] - logp[a]);
+}
+
 /** Scratch for log-probabilities, reused across calls (sampling is synchronous): no allocation per token. */
 let scratch = new Float64Array(0);
 
@@ -85,7 +112,7 @@ export function sampleToken(logits: Float32Array, s: SamplingParams, rand: () =>
     let candidates: number[] | null = null;
     if (s.topK > 0 && s.topK < vocab) candidates = topEntries(logp, s.topK).map((e) => e.id);
     if (s.topP < 1) {
-      candidates ??= Array.from({ length: vocab }, (_, i) => i).sort((a, b) => logp[b] - logp[a]);
+      candidates ??= nucleusCandidates(logp, s.topP);
       let mass = 0;
       let keep = 0;
       while (keep < candidates.length && mass < s.topP) mass += Math.exp(logp[candidates[keep++]]);
