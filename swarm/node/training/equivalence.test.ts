@@ -42,7 +42,7 @@ let naive: LossAndGradients;
 const noise = (call: number, token: number) => (((call * 31 + token * 17) % 61) / 61 - 0.5) * 0.6;
 
 beforeAll(async () => {
-  engine = await createEngineFromWeights({ name: 'tiny-equivalence', config: TINY, weights, tokenizer: null, backend: 'wasm' }); // policy-gradient.ts reads synchronously
+  engine = await createEngineFromWeights({ name: 'tiny-equivalence', config: TINY, weights, tokenizer: null, backend: 'wasm' }); // one backend wherever the test runs: its tolerances are wasm's f32
   // Old logprobs as a sampler would record them: the policy's own logprobs of each generated token (plus noise).
   const episodes: Record<MergeMode, EpisodeForTraining[]> = { merged: [], naive: [] };
   for (const [i, reward] of REWARDS.entries()) {
@@ -58,7 +58,7 @@ beforeAll(async () => {
     merged: buildTrainBatch([{ groupId: 'task', episodes: episodes.merged }], 1e-6),
     naive: buildTrainBatch([{ groupId: 'task', episodes: episodes.naive }], 1e-6),
   };
-  naive = tokenSumLossAndGradients(TINY, weights, batches.naive.samples);
+  naive = await tokenSumLossAndGradients(TINY, weights, batches.naive.samples);
 });
 
 describe('merged timelines vs one sample per call (token-sum loss)', () => {
@@ -70,8 +70,8 @@ describe('merged timelines vs one sample per call (token-sum loss)', () => {
     expect(trained(batches.merged.samples)).toBe(trained(batches.naive.samples));
   });
 
-  it('gives the same loss and the same gradient for every parameter', () => {
-    const merged = tokenSumLossAndGradients(TINY, weights, batches.merged.samples);
+  it('gives the same loss and the same gradient for every parameter', async () => {
+    const merged = await tokenSumLossAndGradients(TINY, weights, batches.merged.samples);
     // Not a vacuous match: a real loss, a real gradient.
     expect(Math.abs(naive.loss)).toBeGreaterThan(1e-3);
     expect(Object.values(naive.gradients).some((g) => g.some((x) => Math.abs(x) > 1e-6))).toBe(true);
@@ -83,10 +83,10 @@ describe('merged timelines vs one sample per call (token-sum loss)', () => {
     }
   });
 
-  it('changes the gradient when one generated token is masked out (the check can fail)', () => {
+  it('changes the gradient when one generated token is masked out (the check can fail)', async () => {
     const tampered = batches.merged.samples.map((s) => ({ ...s, lossMask: [...s.lossMask] }));
     tampered[0].lossMask[tampered[0].lossMask.lastIndexOf(1)] = 0;
-    const merged = tokenSumLossAndGradients(TINY, weights, tampered);
+    const merged = await tokenSumLossAndGradients(TINY, weights, tampered);
     expect(relativeGradientError(merged.gradients, naive.gradients)).toBeGreaterThan(TOLERANCE);
   });
 

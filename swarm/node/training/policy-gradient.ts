@@ -12,6 +12,7 @@ import * as tf from '@tensorflow/tfjs';
 import type { DecoderConfig, NamedTensors, TrainSample } from '../../../worker/common/engine.ts';
 import { ppoClipLoss } from '../../../worker/losses.ts';
 import { forward, fuseWeights, targetLogprobs, toParams } from '../../../worker/model.ts';
+import { readAllFloats } from '../../../worker/read.ts';
 
 export interface LossAndGradients {
   loss: number;
@@ -19,7 +20,7 @@ export interface LossAndGradients {
   gradients: Record<string, Float32Array>;
 }
 
-export function tokenSumLossAndGradients(cfg: DecoderConfig, weights: NamedTensors, samples: readonly TrainSample[], clip = { low: 0.2, high: 0.2 }): LossAndGradients {
+export async function tokenSumLossAndGradients(cfg: DecoderConfig, weights: NamedTensors, samples: readonly TrainSample[], clip = { low: 0.2, high: 0.2 }): Promise<LossAndGradients> {
   const params = toParams(weights, true);
   const variables = Object.values(params) as tf.Variable[];
   try {
@@ -36,13 +37,14 @@ export function tokenSumLossAndGradients(cfg: DecoderConfig, weights: NamedTenso
       }
       return total as tf.Scalar;
     }, variables);
+    // Read asynchronously: every backend supports it (WebGPU under Node reads no other way).
+    const entries = Object.entries(params).map(([name, tensor]) => ({ name, variable: tensor as tf.Variable }));
+    const withGrad = entries.filter(({ variable }) => grads[variable.name]);
+    const [lossValue, ...values] = await readAllFloats([value, ...withGrad.map(({ variable }) => grads[variable.name])]);
     const gradients: Record<string, Float32Array> = {};
-    for (const [name, tensor] of Object.entries(params)) {
-      const variable = tensor as tf.Variable;
-      const grad = grads[variable.name];
-      gradients[name] = grad ? (grad.dataSync() as Float32Array).slice() : new Float32Array(variable.size);
-    }
-    const loss = value.dataSync()[0];
+    for (const { name, variable } of entries) gradients[name] = new Float32Array(variable.size);
+    withGrad.forEach(({ name }, i) => (gradients[name] = values[i]));
+    const loss = lossValue[0];
     value.dispose();
     tf.dispose(Object.values(grads));
     return { loss, gradients };
