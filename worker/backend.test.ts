@@ -3,6 +3,13 @@ import * as tf from '@tensorflow/tfjs';
 import { selectBackend } from './backend.ts';
 
 describe('selectBackend', () => {
+  it('passes over WebGPU for a small model when choosing by itself, and says why', async () => {
+    // First in this file: selection happens once per thread.
+    const report = await selectBackend(undefined, { syncReads: false, modelParameters: 3_200_000 });
+    expect(report.name).not.toBe('webgpu');
+    expect(report.passedOver.find((p) => p.name === 'webgpu')?.reason).toMatch(/3\.2M parameters samples faster on the CPU/);
+  });
+
   it('picks the best backend that loads and passes the self-check, with reasons for the ones passed over', async () => {
     const report = await selectBackend();
     // Native tfjs-node(-gpu) and a WebGPU adapter are absent on CI machines like this one; wasm always loads.

@@ -28,7 +28,19 @@ const SELF_CHECK_TOLERANCE = 1e-3;
 export interface SelectOptions {
   /** The caller reads tensors with `dataSync`; false admits backends with async reads only (the engine copes). */
   syncReads?: boolean;
+  /** Parameters of the model the backend will run; small models skip WebGPU when choosing automatically. */
+  modelParameters?: number;
 }
+
+/**
+ * Below this many parameters the automatic choice passes over WebGPU. A WebGPU decode step costs about the same
+ * whatever the model's size (tfjs dispatches ~250 small GPU ops per step): on an H200 a 3.2M-parameter model
+ * sampled 43 tokens/s on WebGPU and 483 on wasm, while training ran 7.2k vs 0.7k tokens/s
+ * (bench/device/h200-2026-11-30-engine.json). An RL step samples and trains about as many tokens, so below a few
+ * tens of millions of parameters the CPU path finishes it sooner; above, WebGPU's training wins (and wasm's 4 GiB
+ * memory cannot hold the optimizer state).
+ */
+export const WEBGPU_MIN_PARAMETERS = 50_000_000;
 
 /** What the WebGPU adapter says it is (the adapter the webgpu backend runs on), once one was found. */
 export interface GpuAdapterInfo {
@@ -234,6 +246,12 @@ export async function selectBackend(prefer?: BackendName, options: SelectOptions
   const candidates = forced ? [forced] : BACKEND_ORDER;
   const passedOver: BackendReport['passedOver'] = [];
   for (const name of candidates) {
+    const small = options.modelParameters !== undefined && options.modelParameters < WEBGPU_MIN_PARAMETERS;
+    if (!forced && name === 'webgpu' && small) {
+      const millions = (options.modelParameters! / 1e6).toFixed(1);
+      passedOver.push({ name, reason: `a model of ${millions}M parameters samples faster on the CPU than through WebGPU's per-op dispatch (threshold ${WEBGPU_MIN_PARAMETERS / 1e6}M; AGENTJET_BACKEND=webgpu forces it)` });
+      continue;
+    }
     try {
       const tfName = await register(name);
       const check = await selfCheck(tfName);

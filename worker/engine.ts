@@ -262,6 +262,6 @@ export class LocalEngine implements TrainerEngine {
 /** Select the backend (once per thread) and build the engine on this thread. */
 export async function createEngineFromWeights(init: EngineInit): Promise<LocalEngine> {
   // The engine reads asynchronously where the backend needs it (WebGPU under Node), so such backends qualify.
-  const backend = await selectBackend(init.backend, { syncReads: false });
+  const backend = await selectBackend(init.backend, { syncReads: false, modelParameters: countParameters(init.config) });
   return new LocalEngine(init, backend);
 }
