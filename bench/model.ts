@@ -114,6 +114,7 @@ export default async function modelBench(ctx: BenchContext): Promise<Record<stri
   const params = countParameters(cfg);
   const engine = await createEngineFromWeights({ name: 'bench', config: cfg, weights: initWeights(cfg, 1), tokenizer: null, seed: 1 });
   const backend = engine.info.backend.name;
+  const passedOver = engine.info.backend.passedOver.map((p) => `${p.name}: ${p.reason}`).join('; ');
   ctx.log(`model: ${cfg.num_hidden_layers} layers, d=${cfg.hidden_size}, heads ${cfg.num_attention_heads}/${cfg.num_key_value_heads}, ff ${cfg.intermediate_size}, vocab ${cfg.vocab_size}, context ${cfg.max_position_embeddings}, ${(params / 1e6).toFixed(2)}M params; backend ${backend}`);
 
   const peak = await peakMatmulGflops();
@@ -187,6 +188,8 @@ export default async function modelBench(ctx: BenchContext): Promise<Record<stri
 
   const result = {
     backend,
+    backend_reason: engine.info.backend.reason,
+    backend_passed_over: passedOver || 'none',
     params,
     matmul_gflops: round(gflops),
     matmul_gflops_cpu: round(peak.cpu),
