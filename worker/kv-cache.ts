@@ -39,7 +39,7 @@ function attentionModule(): WebAssembly.Module {
 /** Byte sizes shared by every chunk of caches with the same dims. */
 class Layout {
   readonly rep: number;
-  /** Head dim padded to the kernel's four lanes (padding lanes hold zeros and add nothing). */
+  /** Head dim padded to the kernel's 16 floats per loop turn (padding lanes hold zeros and add nothing). */
   readonly hdp: number;
   readonly rowBytes: number; // one layer's keys (or values) of one position: KVH · hdp floats
   readonly layerBytes: number; // one layer's keys and values of one page
@@ -58,7 +58,7 @@ class Layout {
   ) {
     const { layers, heads, kvHeads, headDim } = dims;
     this.rep = heads / kvHeads;
-    this.hdp = Math.ceil(headDim / 4) * 4;
+    this.hdp = Math.ceil(headDim / 16) * 16;
     this.rowBytes = kvHeads * this.hdp * 4;
     this.layerBytes = 2 * PAGE_SLOTS * this.rowBytes;
     this.pageBytes = layers * this.layerBytes;

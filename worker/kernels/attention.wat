@@ -4,7 +4,8 @@
 ;; the same loop in JavaScript runs scalar (about 1 GFLOP/s); it was the part of a batched decode step that grew
 ;; with every added sequence, and at long contexts it is most of the step.
 ;;
-;; Layout (byte offsets into the imported memory; every vector is a head padded to `hdp` floats, hdp % 4 == 0):
+;; Layout (byte offsets into the imported memory; every vector is a head padded to `hdp` floats, hdp % 16 == 0, so
+;; the inner loops take 16 floats (four vectors) per turn):
 ;;   q      [H, hdp]          the new position's queries (normalised and rotated)
 ;;   k, v   paged: position t is slot t & (2^shift − 1) of page t >> shift; pages are `pageBytes` apart and the
 ;;          slots of one page hold consecutive [KVH, hdp] rows, so a page's keys (values) are read as one stream
@@ -52,7 +53,7 @@
     (param $scale f32) (param $normalize i32)
     (local $hdBytes i32) (local $rowBytes i32) (local $lenBytes i32) (local $len4 i32) (local $heads i32) (local $slotMask i32)
     (local $t i32) (local $g i32) (local $r i32) (local $h i32) (local $d i32)
-    (local $row i32) (local $kg i32) (local $qRow i32) (local $sRow i32) (local $oRow i32) (local $addr i32)
+    (local $row i32) (local $kg i32) (local $qRow i32) (local $sRow i32) (local $oRow i32) (local $addr i32) (local $a i32) (local $b i32)
     (local $acc v128) (local $sum v128) (local $p v128) (local $mx v128)
     (local $max f32) (local $e f32) (local $total f32)
     (local.set $hdBytes (i32.shl (local.get $hdp) (i32.const 2)))
@@ -87,13 +88,17 @@
                 (block $dotDone
                   (loop $dot
                     (br_if $dotDone (i32.ge_u (local.get $d) (local.get $hdBytes)))
+                    (local.set $a (i32.add (local.get $qRow) (local.get $d)))
+                    (local.set $b (i32.add (local.get $kg) (local.get $d)))
                     (local.set $acc
                       (f32x4.add
-                        (local.get $acc)
-                        (f32x4.mul
-                          (v128.load (i32.add (local.get $qRow) (local.get $d)))
-                          (v128.load (i32.add (local.get $kg) (local.get $d))))))
-                    (local.set $d (i32.add (local.get $d) (i32.const 16)))
+                        (f32x4.add
+                          (f32x4.add (local.get $acc) (f32x4.mul (v128.load (local.get $a)) (v128.load (local.get $b))))
+                          (f32x4.mul (v128.load offset=16 (local.get $a)) (v128.load offset=16 (local.get $b))))
+                        (f32x4.add
+                          (f32x4.mul (v128.load offset=32 (local.get $a)) (v128.load offset=32 (local.get $b)))
+                          (f32x4.mul (v128.load offset=48 (local.get $a)) (v128.load offset=48 (local.get $b))))))
+                    (local.set $d (i32.add (local.get $d) (i32.const 64)))
                     (br $dot)))
                 (f32.store
                   (i32.add (local.get $scores) (i32.add (i32.mul (local.get $h) (local.get $lenBytes)) (i32.shl (local.get $t) (i32.const 2))))
@@ -183,13 +188,16 @@
                 (block $axpyDone
                   (loop $axpy
                     (br_if $axpyDone (i32.ge_u (local.get $d) (local.get $hdBytes)))
-                    (local.set $addr (i32.add (local.get $oRow) (local.get $d)))
-                    (v128.store
-                      (local.get $addr)
-                      (f32x4.add
-                        (v128.load (local.get $addr))
-                        (f32x4.mul (local.get $p) (v128.load (i32.add (local.get $kg) (local.get $d))))))
-                    (local.set $d (i32.add (local.get $d) (i32.const 16)))
+                    (local.set $a (i32.add (local.get $oRow) (local.get $d)))
+                    (local.set $b (i32.add (local.get $kg) (local.get $d)))
+                    (v128.store (local.get $a) (f32x4.add (v128.load (local.get $a)) (f32x4.mul (local.get $p) (v128.load (local.get $b)))))
+                    (v128.store offset=16 (local.get $a)
+                      (f32x4.add (v128.load offset=16 (local.get $a)) (f32x4.mul (local.get $p) (v128.load offset=16 (local.get $b)))))
+                    (v128.store offset=32 (local.get $a)
+                      (f32x4.add (v128.load offset=32 (local.get $a)) (f32x4.mul (local.get $p) (v128.load offset=32 (local.get $b)))))
+                    (v128.store offset=48 (local.get $a)
+                      (f32x4.add (v128.load offset=48 (local.get $a)) (f32x4.mul (local.get $p) (v128.load offset=48 (local.get $b)))))
+                    (local.set $d (i32.add (local.get $d) (i32.const 64)))
                     (br $axpy)))
                 (local.set $h (i32.add (local.get $h) (i32.const 1)))
                 (local.set $r (i32.add (local.get $r) (i32.const 1)))
