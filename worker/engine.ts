@@ -15,7 +15,7 @@ import { checkWeights, countParameters, decodeHostWeights, decodeStep, type Deco
 import { AdamW } from './optimizer.ts';
 import type { HostKvCache } from './kv-cache.ts';
 import { ContinuousBatcher, type DecoderRuntime } from './sampler.ts';
-import { decodeOnDevice, prefillOnDevice, type TensorKvCache } from './tensor-decode.ts';
+import { decodeOnDevice, type DeviceDecodeWeights, deviceDecodeWeights, disposeDeviceDecodeWeights, prefillOnDevice, type TensorKvCache } from './tensor-decode.ts';
 import { DEFAULT_TRAIN_OPTIONS, sequenceLogprobs, trainStep } from './train.ts';
 import type { Tokenizer } from './tokenizer/types.ts';
 import { MissingTensorError, TensorShapeError } from './checkpoint/errors.ts';
@@ -50,6 +50,8 @@ interface InferenceWeights {
   weights: ModelWeights;
   /** Host copies for model.ts's decodeStep; null on backends that read asynchronously (they decode on the device). */
   host: DecodeHostWeights | null;
+  /** Fused weights for tensor-decode.ts's decodeOnDevice; null where the host decodes. */
+  device: DeviceDecodeWeights | null;
   merged: Params | null;
 }
 
@@ -119,7 +121,10 @@ export class LocalEngine implements TrainerEngine {
       contextLength: cfg.max_position_embeddings,
       vocabSize: cfg.vocab_size,
       prefill: (prompts) => prefillOnDevice(cfg, this.inferenceWeights().weights, prompts),
-      decode: (caches, tokens) => decodeOnDevice(cfg, this.inferenceWeights().weights, caches, tokens),
+      decode: (caches, tokens) => {
+        const w = this.inferenceWeights();
+        return decodeOnDevice(cfg, w.weights, w.device!, caches, tokens);
+      },
       release: (cache) => cache.dispose(),
       policyVersion: () => this.info.policyVersion,
     };
@@ -133,7 +138,8 @@ export class LocalEngine implements TrainerEngine {
       // tidy keeps the tensors fuseWeights returns and frees its intermediates; params passed through stay as they are.
       const weights = tf.tidy(() => fuseWeights(this.init.config, p) as unknown as tf.TensorContainer) as unknown as ModelWeights;
       // Host weights serve model.ts's decodeStep only (reading them needs dataSync).
-      this.inference = { weights, host: readsSyncOnActiveBackend() ? decodeHostWeights(this.init.config, p) : null, merged };
+      const onHost = readsSyncOnActiveBackend();
+      this.inference = { weights, host: onHost ? decodeHostWeights(this.init.config, p) : null, device: onHost ? null : deviceDecodeWeights(this.init.config, p), merged };
     }
     return this.inference;
   }
@@ -141,8 +147,9 @@ export class LocalEngine implements TrainerEngine {
   private dropInferenceWeights(): void {
     if (!this.inference) return;
     const owned = new Set(Object.values(this.params));
-    const { weights, host, merged } = this.inference;
+    const { weights, host, device, merged } = this.inference;
     if (host) disposeDecodeHostWeights(host);
+    if (device) disposeDeviceDecodeWeights(device);
     const all = [weights.embed, weights.norm, weights.head, ...weights.layers.flatMap((l) => [l.inputNorm, l.q, l.k, l.v, l.qBias, l.kBias, l.vBias, l.qNorm, l.kNorm, l.o, l.postNorm, l.gate, l.up, l.down])];
     const mergedSet = new Set(merged ? Object.values(merged) : []);
     for (const t of new Set(all)) if (t && !owned.has(t) && !mergedSet.has(t)) t.dispose();

@@ -205,7 +205,7 @@ export function ropeTables(headDim: number, theta: number, positions: number[]):
 }
 
 /** rotate_half as a fixed matrix R [hd, hd]: (x @ R) = concat(-x2, x1). One matmul instead of four small ops. */
-function rotateHalfMatrix(headDim: number): Float32Array {
+export function rotateHalfMatrix(headDim: number): Float32Array {
   const half = headDim / 2;
   const r = new Float32Array(headDim * headDim);
   for (let i = 0; i < half; i++) {
@@ -494,31 +494,38 @@ export interface DecodeHostWeights {
   freqs: Float64Array;
 }
 
-/** Build the decode weights from `p` (new tensors: release them with disposeDecodeHostWeights). */
-export function decodeHostWeights(cfg: DecoderConfig, p: Params): DecodeHostWeights {
-  const layers: DecodeLayer[] = [];
-  const qNorm: (Float32Array | null)[] = [];
-  const kNorm: (Float32Array | null)[] = [];
-  for (let i = 0; i < cfg.num_hidden_layers; i++) {
+/** Per layer, q/k/v and gate/up weights concatenated for decoding (new tensors: release with disposeDecodeLayers). */
+export function fusedDecodeLayers(cfg: DecoderConfig, p: Params): DecodeLayer[] {
+  return Array.from({ length: cfg.num_hidden_layers }, (_, i) => {
     const pre = layerPrefix(i);
     const a = pre + 'self_attn.';
-    layers.push({
+    return {
       qkv: tf.concat([p[a + 'q_proj.weight'], p[a + 'k_proj.weight'], p[a + 'v_proj.weight']], 1) as tf.Tensor2D,
       qkvBias: cfg.attention_bias ? (tf.concat([p[a + 'q_proj.bias'], p[a + 'k_proj.bias'], p[a + 'v_proj.bias']], 0) as tf.Tensor1D) : null,
       gateUp: tf.concat([p[pre + 'mlp.gate_proj.weight'], p[pre + 'mlp.up_proj.weight']], 1) as tf.Tensor2D,
-    });
-    qNorm.push(cfg.qk_norm ? (p[a + 'q_norm.weight'].dataSync() as Float32Array).slice() : null);
-    kNorm.push(cfg.qk_norm ? (p[a + 'k_norm.weight'].dataSync() as Float32Array).slice() : null);
-  }
-  return { layers, qNorm, kNorm, freqs: invFreqs(cfg) };
+    };
+  });
+}
+
+export function disposeDecodeLayers(layers: DecodeLayer[]): void {
+  for (const l of layers) tf.dispose([l.qkv, l.gateUp, ...(l.qkvBias ? [l.qkvBias] : [])]);
+}
+
+/** Build the decode weights from `p` (new tensors: release them with disposeDecodeHostWeights). */
+export function decodeHostWeights(cfg: DecoderConfig, p: Params): DecodeHostWeights {
+  const host = (name: string) => (p[name].dataSync() as Float32Array).slice();
+  const attn = (i: number) => layerPrefix(i) + 'self_attn.';
+  const layerIds = Array.from({ length: cfg.num_hidden_layers }, (_, i) => i);
+  return {
+    layers: fusedDecodeLayers(cfg, p),
+    qNorm: layerIds.map((i) => (cfg.qk_norm ? host(attn(i) + 'q_norm.weight') : null)),
+    kNorm: layerIds.map((i) => (cfg.qk_norm ? host(attn(i) + 'k_norm.weight') : null)),
+    freqs: invFreqs(cfg),
+  };
 }
 
 export function disposeDecodeHostWeights(host: DecodeHostWeights): void {
-  for (const l of host.layers) {
-    l.qkv.dispose();
-    l.qkvBias?.dispose();
-    l.gateUp.dispose();
-  }
+  disposeDecodeLayers(host.layers);
 }
 
 /**

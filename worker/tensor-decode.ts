@@ -1,23 +1,24 @@
 /**
  * Incremental decoding for backends that cannot read synchronously (WebGPU under Node): the KV cache stays on the
  * device as tensors and the attention of a decode step is tf ops, so a step reads back one thing, its logits, with
- * `await data()`. model.ts's `decodeStep` (host-side attention over host caches) stays the wasm/cpu path, where a
- * JS loop beats dozens of small tensor ops.
+ * `await data()`. model.ts's `decodeStep` (host-side attention over host caches) stays the wasm/cpu path.
  *
- * Each sequence keeps, per layer, its keys and values after RoPE as [len, KVH·hd] tensors; a step appends one row
- * (a copy on the device: tfjs has no in-place update) and attends per sequence with batched matmuls over its kv
- * heads. The weight matmuls stay batched across sequences.
+ * A GPU decode step of a small model costs what its ops cost to dispatch, not what they compute, so the step is
+ * written in as few ops as it can: q/k/v and gate/up are one matmul each, q and k are normalised (one RMSNorm with a
+ * per-head weight that also carries the attention scale) and rotated (x·cos + (x·R)·sin, R = rotate-half) together,
+ * and each sequence keeps, per layer, its keys and values after RoPE as [KVH, len, hd] tensors that a step extends
+ * by one position (a copy on the device: tfjs has no in-place update) and attends over without a transpose.
  */
 import * as tf from '@tensorflow/tfjs';
 import type { DecoderConfig } from './common/engine.ts';
-import { ContextLengthError, forward, type LayerKv, linear, type ModelWeights, paddedPrompts, rmsNorm, ropeTables } from './model.ts';
+import { ContextLengthError, type DecodeLayer, disposeDecodeLayers, forward, fusedDecodeLayers, layerPrefix, type LayerKv, linear, type ModelWeights, paddedPrompts, type Params, rmsNorm, ropeTables, rotateHalfMatrix } from './model.ts';
 
-/** Keys/values of one sequence on the device: per layer [length, KVH·hd]. Release with `dispose`. */
+/** Keys/values of one sequence on the device: per layer [KVH, length, hd]. Release with `dispose`. */
 export class TensorKvCache {
   constructor(
     public length: number,
-    readonly k: tf.Tensor2D[],
-    readonly v: tf.Tensor2D[],
+    readonly k: tf.Tensor3D[],
+    readonly v: tf.Tensor3D[],
   ) {}
   dispose(): void {
     tf.dispose([...this.k, ...this.v]);
@@ -26,17 +27,52 @@ export class TensorKvCache {
   }
 }
 
+/** What decodeOnDevice needs besides ModelWeights (new tensors: release with disposeDeviceDecodeWeights). */
+export interface DeviceDecodeWeights {
+  layers: DecodeLayer[];
+  /** Per layer, [H + KVH, hd]: q_norm (times 1/√hd) for the query heads, k_norm for the key heads; null without q/k norm. */
+  qkNorm: (tf.Tensor2D | null)[];
+  /** [H + KVH, 1]: 1/√hd for query heads, 1 for key heads (models without q/k norm scale with this instead). */
+  qkScale: tf.Tensor2D;
+  /** rotate-half as a matrix [hd, hd]. */
+  rotate: tf.Tensor2D;
+}
+
+export function deviceDecodeWeights(cfg: DecoderConfig, p: Params): DeviceDecodeWeights {
+  const { num_attention_heads: h, num_key_value_heads: kvh, head_dim: hd } = cfg;
+  const scale = 1 / Math.sqrt(hd);
+  return {
+    layers: fusedDecodeLayers(cfg, p),
+    qkNorm: Array.from({ length: cfg.num_hidden_layers }, (_, i) => {
+      if (!cfg.qk_norm) return null;
+      const a = layerPrefix(i) + 'self_attn.';
+      return tf.tidy(() => {
+        const perHead = (w: tf.Tensor, heads: number) => tf.tile(tf.reshape(w, [1, hd]), [heads, 1]);
+        return tf.concat([perHead(tf.mul(p[a + 'q_norm.weight'], scale), h), perHead(p[a + 'k_norm.weight'], kvh)], 0) as tf.Tensor2D;
+      });
+    }),
+    qkScale: tf.tensor2d(Array.from({ length: h + kvh }, (_, i) => (i < h ? scale : 1)), [h + kvh, 1]),
+    rotate: tf.tensor2d(rotateHalfMatrix(hd), [hd, hd]),
+  };
+}
+
+export function disposeDeviceDecodeWeights(w: DeviceDecodeWeights): void {
+  disposeDecodeLayers(w.layers);
+  tf.dispose([w.qkScale, w.rotate, ...w.qkNorm.filter((t): t is tf.Tensor2D => t !== null)]);
+}
+
 /** Prefill prompts in one right-padded forward (as model.ts's prefillBatch): per prompt a device cache and its last logits [V]. */
 export async function prefillOnDevice(cfg: DecoderConfig, w: ModelWeights, prompts: number[][]): Promise<{ cache: TensorKvCache; logits: Float32Array }[]> {
   const { ids, b, t } = paddedPrompts(cfg, prompts);
-  const rowSize = cfg.num_key_value_heads * cfg.head_dim;
+  const { num_key_value_heads: kvh, head_dim: hd } = cfg;
   let caches: TensorKvCache[] = [];
   const last = tf.tidy(() => {
     const kv: LayerKv[] = [];
     const logits = forward(cfg, w, ids, b, t, kv); // [B·T, V]
     const lastRows = Int32Array.from(prompts, (p, row) => row * t + p.length - 1);
     caches = prompts.map((p, row) => {
-      const rows = (x: tf.Tensor4D) => tf.keep(tf.reshape(tf.slice(x, [row, 0, 0, 0], [1, p.length, -1, -1]), [p.length, rowSize]) as tf.Tensor2D);
+      // [1, len, KVH, hd] → [KVH, len, hd]
+      const rows = (x: tf.Tensor4D) => tf.keep(tf.transpose(tf.reshape(tf.slice(x, [row, 0, 0, 0], [1, p.length, -1, -1]), [p.length, kvh, hd]), [1, 0, 2]) as tf.Tensor3D);
       return new TensorKvCache(
         p.length,
         kv.map((l) => rows(l.k)),
@@ -52,60 +88,54 @@ export async function prefillOnDevice(cfg: DecoderConfig, w: ModelWeights, promp
   return caches.map((cache, row) => ({ cache, logits: data.slice(row * vocab, (row + 1) * vocab) }));
 }
 
-/** x [n, heads, hd] rotated by per-row cos/sin [n, 1, hd] (HF's rotate-half convention). */
-function rotate(x: tf.Tensor3D, cos: tf.Tensor, sin: tf.Tensor): tf.Tensor3D {
-  const [x1, x2] = tf.split(x, 2, 2);
-  return tf.add(tf.mul(x, cos), tf.mul(tf.concat([tf.neg(x2), x1], 2), sin)) as tf.Tensor3D;
-}
-
 /**
  * One decode step for a batch of sequences: `tokens[i]` is appended at position `caches[i].length`. Returns
  * logits [n, V] (row-major) and advances every cache by one.
  */
-export async function decodeOnDevice(cfg: DecoderConfig, w: ModelWeights, caches: TensorKvCache[], tokens: number[]): Promise<Float32Array> {
+export async function decodeOnDevice(cfg: DecoderConfig, w: ModelWeights, dw: DeviceDecodeWeights, caches: TensorKvCache[], tokens: number[]): Promise<Float32Array> {
   const n = tokens.length;
-  const { num_attention_heads: h, num_key_value_heads: kvh, head_dim: hd } = cfg;
+  const { num_attention_heads: h, num_key_value_heads: kvh, head_dim: hd, intermediate_size: inter } = cfg;
   const rep = h / kvh;
   for (const c of caches) {
     if (c.length >= cfg.max_position_embeddings) throw new ContextLengthError(`sequence reached the context of ${cfg.max_position_embeddings}`);
   }
   const tables = ropeTables(hd, cfg.rope_theta, caches.map((c) => c.length));
-  const newK: tf.Tensor2D[][] = caches.map(() => []);
-  const newV: tf.Tensor2D[][] = caches.map(() => []);
+  const newK: tf.Tensor3D[][] = caches.map(() => []);
+  const newV: tf.Tensor3D[][] = caches.map(() => []);
   const logitsT = tf.tidy(() => {
     const cos = tf.tensor3d(tables.cos, [n, 1, hd]);
     const sin = tf.tensor3d(tables.sin, [n, 1, hd]);
     let x = tf.gather(w.embed, tf.tensor1d(Int32Array.from(tokens), 'int32')) as tf.Tensor2D; // [n, D]
     for (let l = 0; l < w.layers.length; l++) {
       const lw = w.layers[l];
-      const xn = rmsNorm(x, lw.inputNorm, cfg.rms_norm_eps);
-      const project = (weight: tf.Tensor2D, bias: tf.Tensor1D | null, heads: number) => tf.reshape(bias ? tf.add(linear(xn, weight), bias) : linear(xn, weight), [n, heads, hd]) as tf.Tensor3D;
-      let q = project(lw.q, lw.qBias, h);
-      let k = project(lw.k, lw.kBias, kvh);
-      const v = project(lw.v, lw.vBias, kvh);
-      if (lw.qNorm) q = rmsNorm(q, lw.qNorm, cfg.rms_norm_eps);
-      if (lw.kNorm) k = rmsNorm(k, lw.kNorm, cfg.rms_norm_eps);
-      q = tf.mul(rotate(q, cos, sin), 1 / Math.sqrt(hd)) as tf.Tensor3D;
-      k = rotate(k, cos, sin);
-      const kRows = tf.unstack(tf.reshape(k, [n, 1, kvh * hd])) as tf.Tensor2D[];
-      const vRows = tf.unstack(tf.reshape(v, [n, 1, kvh * hd])) as tf.Tensor2D[];
-      const qRows = tf.unstack(q) as tf.Tensor2D[]; // n × [H, hd]
+      const fused = dw.layers[l];
+      let qkv = linear(rmsNorm(x, lw.inputNorm, cfg.rms_norm_eps), fused.qkv); // [n, (H + 2·KVH)·hd]
+      if (fused.qkvBias) qkv = tf.add(qkv, fused.qkvBias);
+      const heads = tf.reshape(qkv, [n, h + 2 * kvh, hd]) as tf.Tensor3D;
+      let qk = tf.slice(heads, [0, 0, 0], [n, h + kvh, hd]) as tf.Tensor3D; // queries then keys
+      const v = tf.slice(heads, [0, h + kvh, 0], [n, kvh, hd]) as tf.Tensor3D;
+      const norm = dw.qkNorm[l];
+      qk = norm ? rmsNorm(qk, norm, cfg.rms_norm_eps) : (tf.mul(qk, dw.qkScale) as tf.Tensor3D);
+      const turned = tf.reshape(tf.matMul(tf.reshape(qk, [n * (h + kvh), hd]) as tf.Tensor2D, dw.rotate), [n, h + kvh, hd]);
+      qk = tf.add(tf.mul(qk, cos), tf.mul(turned, sin)) as tf.Tensor3D;
+      const qRows = tf.unstack(tf.slice(qk, [0, 0, 0], [n, h, hd])) as tf.Tensor2D[]; // n × [H, hd]
+      const kRows = tf.unstack(tf.slice(qk, [0, h, 0], [n, kvh, hd])) as tf.Tensor2D[]; // n × [KVH, hd]
+      const vRows = tf.unstack(v) as tf.Tensor2D[];
       const outs = caches.map((cache, i) => {
-        const kc = tf.keep(tf.concat([cache.k[l], kRows[i]], 0) as tf.Tensor2D); // [len + 1, KVH·hd]
-        const vc = tf.keep(tf.concat([cache.v[l], vRows[i]], 0) as tf.Tensor2D);
+        const kc = tf.keep(tf.concat([cache.k[l], tf.reshape(kRows[i], [kvh, 1, hd]) as tf.Tensor3D], 1) as tf.Tensor3D); // [KVH, len + 1, hd]
+        const vc = tf.keep(tf.concat([cache.v[l], tf.reshape(vRows[i], [kvh, 1, hd]) as tf.Tensor3D], 1) as tf.Tensor3D);
         newK[i].push(kc);
         newV[i].push(vc);
-        const len = cache.length + 1;
-        const heads = (c: tf.Tensor2D) => tf.transpose(tf.reshape(c, [len, kvh, hd]), [1, 0, 2]) as tf.Tensor3D; // [KVH, len, hd]
-        const qi = tf.reshape(qRows[i], [kvh, rep, hd]) as tf.Tensor3D; // query heads grouped by kv head
-        const p = tf.softmax(tf.matMul(qi, heads(kc), false, true)); // [KVH, rep, len]
-        return tf.reshape(tf.matMul(p, heads(vc)), [1, h * hd]); // [1, H·hd]
+        const qi = tf.reshape(qRows[i], [kvh, rep, hd]) as tf.Tensor3D; // query heads grouped by kv head, scaled
+        const p = tf.softmax(tf.matMul(qi, kc, false, true)); // [KVH, rep, len + 1]
+        return tf.reshape(tf.matMul(p, vc), [1, h * hd]); // [1, H·hd]
       });
       const attn = (n === 1 ? outs[0] : tf.concat(outs, 0)) as tf.Tensor2D; // [n, H·hd]
       const y = tf.add(x, linear(attn, lw.o)) as tf.Tensor2D;
-      const yn = rmsNorm(y, lw.postNorm, cfg.rms_norm_eps);
-      const g = linear(yn, lw.gate);
-      x = tf.add(y, linear(tf.mul(tf.mul(g, tf.sigmoid(g)), linear(yn, lw.up)) as tf.Tensor2D, lw.down)) as tf.Tensor2D;
+      const gu = linear(rmsNorm(y, lw.postNorm, cfg.rms_norm_eps), fused.gateUp); // [n, 2·I]
+      const g = tf.slice(gu, [0, 0], [n, inter]);
+      const u = tf.slice(gu, [0, inter], [n, inter]);
+      x = tf.add(y, linear(tf.mul(tf.mul(g, tf.sigmoid(g)), u) as tf.Tensor2D, lw.down)) as tf.Tensor2D;
     }
     return linear(rmsNorm(x, w.norm, cfg.rms_norm_eps), w.head); // [n, V]
   });
