@@ -85,6 +85,20 @@ class Layout {
   }
 }
 
+export class KvCacheMemoryError extends Error {
+  override name = 'KvCacheMemoryError';
+}
+
+/** Run an allocation of wasm memory; when the system refuses it, say how much the KV cache asked for. */
+function allocate<T>(fn: () => T, bytes: number): T {
+  try {
+    return fn();
+  } catch (err) {
+    if (!(err instanceof RangeError)) throw err;
+    throw new KvCacheMemoryError(`could not allocate ${(bytes / 2 ** 20).toFixed(0)} MiB for a sequence's KV cache (${err.message}): fewer concurrent requests or shorter contexts need less`, { cause: err });
+  }
+}
+
 /** Positions [start, start + capacity) of one cache, in one memory. */
 class Chunk {
   readonly memory: WebAssembly.Memory;
@@ -95,7 +109,7 @@ class Chunk {
     private readonly layout: Layout,
     capacity: number,
   ) {
-    this.memory = new WebAssembly.Memory({ initial: Math.ceil(layout.bytesFor(capacity) / WASM_PAGE), maximum: layout.maxWasmPages });
+    this.memory = allocate(() => new WebAssembly.Memory({ initial: Math.ceil(layout.bytesFor(capacity) / WASM_PAGE), maximum: layout.maxWasmPages }), layout.bytesFor(capacity));
     this.attend = new WebAssembly.Instance(attentionModule(), { env: { memory: this.memory } }).exports.attend as AttendFn;
     this.f32 = new Float32Array(this.memory.buffer);
     this.capacity = capacity;
@@ -104,7 +118,7 @@ class Chunk {
   grow(capacity: number): void {
     if (capacity <= this.capacity) return;
     const pages = Math.ceil(this.layout.bytesFor(capacity) / WASM_PAGE) - this.memory.buffer.byteLength / WASM_PAGE;
-    if (pages > 0) this.memory.grow(pages);
+    if (pages > 0) allocate(() => this.memory.grow(pages), this.layout.bytesFor(capacity));
     this.f32 = new Float32Array(this.memory.buffer);
     this.capacity = capacity;
   }
