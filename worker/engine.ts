@@ -11,10 +11,11 @@ import { readsSyncOnActiveBackend, selectBackend } from './backend.ts';
 import { EngineClosedError } from './common/protocol.ts';
 import type { BackendName, DecoderConfig, GeneratedToken, GenerateRequest, GenerateResult, LoraConfig, ModelInfo, NamedTensors, TrainerEngine, TrainMetrics, TrainOptions, TrainSample } from './common/engine.ts';
 import { createLora, effectiveParams, loadPeftIntoLora, loraToPeft, loraVariables, mergedParams, type LoraState } from './lora.ts';
-import { checkWeights, countParameters, decodeHostWeights, decodeStep, type DecodeHostWeights, disposeDecodeHostWeights, fromParams, fuseWeights, isLinearWeight, type ModelWeights, type Params, prefillBatch, toInternal, toParams, validateConfig } from './model.ts';
+import { checkWeights, countParameters, decodeHostWeights, decodeStep, type DecodeHostWeights, disposeDecodeHostWeights, extendStep, fromParams, fuseWeights, isLinearWeight, type ModelWeights, type Params, prefillBatch, toInternal, toParams, validateConfig } from './model.ts';
 import { AdamW } from './optimizer.ts';
 import type { HostKvCache } from './kv-cache.ts';
-import { ContinuousBatcher, type DecoderRuntime } from './sampler.ts';
+import { ContinuousBatcher, type DecoderRuntime, type Prefilled } from './sampler.ts';
+import { PrefixStore } from './prefix-store.ts';
 import { decodeOnDevice, type DeviceDecodeWeights, deviceDecodeWeights, disposeDeviceDecodeWeights, prefillOnDevice, type TensorKvCache } from './tensor-decode.ts';
 import { DEFAULT_TRAIN_OPTIONS, sequenceLogprobs, trainStep } from './train.ts';
 import type { Tokenizer } from './tokenizer/types.ts';
@@ -43,6 +44,8 @@ export interface EngineInit {
   adapter?: NamedTensors | null;
   backend?: BackendName;
   seed?: number;
+  /** Bytes of finished sequences' KV caches kept for prompts that start the same way (host decoding; 0 turns it off). */
+  prefixCacheBytes?: number;
   writer?: CheckpointWriter;
 }
 
@@ -54,6 +57,14 @@ interface InferenceWeights {
   device: DeviceDecodeWeights | null;
   merged: Params | null;
 }
+
+/** Default budget of the prefix cache. */
+const DEFAULT_PREFIX_CACHE_BYTES = 2 ** 30;
+/**
+ * Prompts longer than this beyond their cached prefix are prefilled from scratch: extendStep attends row by row
+ * (cost grows with the square of the new part), the full forward in blocked matmuls.
+ */
+const MAX_TOKENS_AFTER_PREFIX = 2048;
 
 /** Token budget of one forward when scoring sequences (logprobs, KL reference). */
 const SCORING_TOKEN_BUDGET = 8192;
@@ -67,6 +78,8 @@ export class LocalEngine implements TrainerEngine {
   private reference: Params | null = null;
   private inference: InferenceWeights | null = null;
   private readonly batcher: ContinuousBatcher;
+  /** Finished sequences' host KV caches, for prompts that continue them; cleared whenever the weights change. */
+  private readonly prefixes: PrefixStore;
   private closed = false;
 
   constructor(
@@ -96,6 +109,7 @@ export class LocalEngine implements TrainerEngine {
       lora: init.lora ?? null,
       backend,
     };
+    this.prefixes = new PrefixStore(init.prefixCacheBytes ?? DEFAULT_PREFIX_CACHE_BYTES);
     this.batcher = new ContinuousBatcher(readsSyncOnActiveBackend() ? this.hostDecoding() : this.deviceDecoding(), init.tokenizer);
   }
 
@@ -105,13 +119,39 @@ export class LocalEngine implements TrainerEngine {
     return {
       contextLength: cfg.max_position_embeddings,
       vocabSize: cfg.vocab_size,
-      prefill: (prompts) => prefillBatch(cfg, this.inferenceWeights().weights, prompts),
+      prefill: (prompts) => this.prefillOnHost(prompts),
       decode: (caches, tokens) => {
         const w = this.inferenceWeights();
         return decodeStep(cfg, w.weights, w.host!, caches, tokens);
       },
+      release: (cache) => this.prefixes.put(cache),
       policyVersion: () => this.info.policyVersion,
     };
+  }
+
+  /**
+   * Prompts that continue a cached prefix copy it and compute only the rest (extendStep); the others are prefilled
+   * together in one forward.
+   */
+  private prefillOnHost(prompts: number[][]): Prefilled<HostKvCache>[] {
+    const cfg = this.init.config;
+    const w = this.inferenceWeights();
+    const results: Prefilled<HostKvCache>[] = new Array(prompts.length);
+    const fresh: number[] = [];
+    const continued: { index: number; cache: HostKvCache; reusedTokens: number }[] = [];
+    prompts.forEach((prompt, index) => {
+      const cache = this.prefixes.take(prompt, MAX_TOKENS_AFTER_PREFIX);
+      if (cache) continued.push({ index, cache, reusedTokens: cache.length });
+      else fresh.push(index);
+    });
+    if (fresh.length > 0) prefillBatch(cfg, w.weights, fresh.map((i) => prompts[i])).forEach((r, k) => (results[fresh[k]] = r));
+    if (continued.length > 0) {
+      const rest = continued.map(({ index, cache }) => prompts[index].slice(cache.length));
+      const logits = extendStep(cfg, w.weights, w.host!, continued.map((c) => c.cache), rest);
+      const v = cfg.vocab_size;
+      continued.forEach(({ index, cache, reusedTokens }, k) => (results[index] = { cache, logits: logits.slice(k * v, (k + 1) * v), reusedTokens }));
+    }
+    return results;
   }
 
   /** Backends that read asynchronously (WebGPU): device KV caches, one logits read per step (tensor-decode.ts). */
@@ -145,6 +185,7 @@ export class LocalEngine implements TrainerEngine {
   }
 
   private dropInferenceWeights(): void {
+    this.prefixes.clear(); // computed by the weights that are going away
     if (!this.inference) return;
     const owned = new Set(Object.values(this.params));
     const { weights, host, device, merged } = this.inference;

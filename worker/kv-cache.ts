@@ -141,6 +141,9 @@ function copyHeads(from: Float32Array, fromOffset: number, fromStride: number, t
 export class HostKvCache {
   /** Positions cached so far (the caller advances it once every layer of a position is written). */
   length = 0;
+  /** The token ids at positions [0, length), kept by the caller (what a later prompt's prefix is matched against). */
+  tokens: number[] = [];
+  private readonly maxChunkBytes: number;
   private readonly layout: Layout;
   private readonly chunks: Chunk[] = [];
   /** Per chunk, per head: softmax max and sum (when combining chunks). */
@@ -152,7 +155,8 @@ export class HostKvCache {
     options: KvCacheOptions = {},
   ) {
     if (dims.heads % dims.kvHeads !== 0) throw new RangeError(`${dims.heads} heads cannot share ${dims.kvHeads} key/value heads`);
-    this.layout = new Layout(dims, options.maxChunkBytes ?? DEFAULT_MAX_CHUNK_BYTES);
+    this.maxChunkBytes = options.maxChunkBytes ?? DEFAULT_MAX_CHUNK_BYTES;
+    this.layout = new Layout(dims, this.maxChunkBytes);
     this.partMax = new Float64Array(dims.heads);
     this.partSum = new Float64Array(dims.heads);
   }
@@ -167,6 +171,27 @@ export class HostKvCache {
       if (!chunk) this.chunks.push(new Chunk(this.layout, want));
       else if (chunk.capacity < want) chunk.grow(Math.min(per, Math.max(want, 2 * chunk.capacity)));
     }
+  }
+
+  /** Bytes of memory this cache holds. */
+  get bytes(): number {
+    return this.chunks.reduce((total, c) => total + c.memory.buffer.byteLength, 0);
+  }
+
+  /** A new cache holding this one's first `n` positions (copied page by page; the two never share memory). */
+  copyPrefix(n: number): HostKvCache {
+    if (n > this.length) throw new RangeError(`cannot copy ${n} positions of a cache holding ${this.length}`);
+    const copy = new HostKvCache(this.dims, { maxChunkBytes: this.maxChunkBytes });
+    copy.reserve(n);
+    const { kvOff, pageBytes, maxPositions } = this.layout;
+    for (let c = 0; c * maxPositions < n; c++) {
+      const pages = Math.ceil(Math.min(maxPositions, n - c * maxPositions) / PAGE_SLOTS);
+      const from = new Uint8Array(this.chunks[c].memory.buffer, kvOff, pages * pageBytes);
+      new Uint8Array(copy.chunks[c].memory.buffer, kvOff, pages * pageBytes).set(from);
+    }
+    copy.length = n;
+    copy.tokens = this.tokens.slice(0, n);
+    return copy;
   }
 
   /**

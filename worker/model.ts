@@ -441,6 +441,7 @@ export function prefillBatch(cfg: DecoderConfig, w: ModelWeights, prompts: numbe
   const vocab = cfg.vocab_size;
   return prompts.map((p, row) => {
     caches[row].length = p.length;
+    caches[row].tokens = p.slice();
     return { cache: caches[row], logits: last.slice(row * vocab, (row + 1) * vocab) };
   });
 }
@@ -533,51 +534,76 @@ export function disposeDecodeHostWeights(host: DecodeHostWeights): void {
  * Returns logits [n, V] (row-major) and advances every cache by one.
  */
 export function decodeStep(cfg: DecoderConfig, w: ModelWeights, host: DecodeHostWeights, caches: HostKvCache[], tokens: number[]): Float32Array {
-  const n = tokens.length;
+  return extendStep(cfg, w, host, caches, tokens.map((t) => [t]));
+}
+
+/**
+ * Append `tokenLists[i]` to `caches[i]` for every sequence in one pass: the weight matmuls run over all new rows
+ * together, and each row attends (in order, so causally) over its own cache. Returns the logits [n, V] of each
+ * sequence's last new row. A decode step appends one token per sequence; a prompt that continues a cached prefix
+ * appends the rest of the prompt.
+ */
+export function extendStep(cfg: DecoderConfig, w: ModelWeights, host: DecodeHostWeights, caches: HostKvCache[], tokenLists: number[][]): Float32Array {
+  const n = caches.length;
   const h = cfg.num_attention_heads;
   const kvh = cfg.num_key_value_heads;
   const hd = cfg.head_dim;
   const qkvWidth = (h + 2 * kvh) * hd;
   const half = hd / 2;
-  const cos = new Float64Array(n * half);
-  const sin = new Float64Array(n * half);
+  const rows = tokenLists.reduce((total, list) => total + list.length, 0);
+  const firstRow: number[] = [];
+  const cos = new Float64Array(rows * half);
+  const sin = new Float64Array(rows * half);
+  let row = 0;
   caches.forEach((c, i) => {
-    if (c.length >= cfg.max_position_embeddings) throw new ContextLengthError(`sequence reached the context of ${cfg.max_position_embeddings}`);
-    c.reserve(c.length + 1);
-    ropeAngles(c.length, host.freqs, cos.subarray(i * half, (i + 1) * half), sin.subarray(i * half, (i + 1) * half));
+    const list = tokenLists[i];
+    if (list.length === 0) throw new InvalidConfigError('every sequence must append at least one token');
+    if (c.length + list.length > cfg.max_position_embeddings) throw new ContextLengthError(`sequence reached the context of ${cfg.max_position_embeddings}`);
+    c.reserve(c.length + list.length);
+    firstRow.push(row);
+    for (let j = 0; j < list.length; j++, row++) ropeAngles(c.length + j, host.freqs, cos.subarray(row * half, (row + 1) * half), sin.subarray(row * half, (row + 1) * half));
   });
-  let x = tf.tidy(() => embed(w.embed, Int32Array.from(tokens))); // [n, D]
-  const attnOut = new Float32Array(n * h * hd);
+  let x = tf.tidy(() => embed(w.embed, Int32Array.from(tokenLists.flat()))); // [rows, D]
+  const attnOut = new Float32Array(rows * h * hd);
   for (let l = 0; l < w.layers.length; l++) {
     const lw = w.layers[l];
     const dw = host.layers[l];
     const qkvT = tf.tidy(() => {
-      const qkv = linear(rmsNorm(x, lw.inputNorm, cfg.rms_norm_eps), dw.qkv); // [n, (H + 2·KVH)·hd]
+      const qkv = linear(rmsNorm(x, lw.inputNorm, cfg.rms_norm_eps), dw.qkv); // [rows, (H + 2·KVH)·hd]
       return dw.qkvBias ? tf.add(qkv, dw.qkvBias) : qkv;
     });
     const qkv = (qkvT.dataSync() as Float32Array).slice();
     qkvT.dispose();
     for (let i = 0; i < n; i++) {
       const cache = caches[i];
-      const pos = cache.length;
-      const base = i * qkvWidth;
-      const c = cos.subarray(i * half, (i + 1) * half);
-      const s = sin.subarray(i * half, (i + 1) * half);
-      for (let hh = 0; hh < h + kvh; hh++) normAndRotate(qkv, base + hh * hd, hd, c, s, hh < h ? host.qNorm[l] : host.kNorm[l], cfg.rms_norm_eps);
-      cache.write(l, pos, 1, qkv.subarray(base + h * hd, base + (h + kvh) * hd), qkv.subarray(base + (h + kvh) * hd, base + qkvWidth));
-      cache.attend(l, pos + 1, qkv, base, attnOut, i * h * hd);
+      for (let j = 0; j < tokenLists[i].length; j++) {
+        const r = firstRow[i] + j;
+        const pos = cache.length + j;
+        const base = r * qkvWidth;
+        const c = cos.subarray(r * half, (r + 1) * half);
+        const s = sin.subarray(r * half, (r + 1) * half);
+        for (let hh = 0; hh < h + kvh; hh++) normAndRotate(qkv, base + hh * hd, hd, c, s, hh < h ? host.qNorm[l] : host.kNorm[l], cfg.rms_norm_eps);
+        cache.write(l, pos, 1, qkv.subarray(base + h * hd, base + (h + kvh) * hd), qkv.subarray(base + (h + kvh) * hd, base + qkvWidth));
+        cache.attend(l, pos + 1, qkv, base, attnOut, r * h * hd);
+      }
     }
     const next = tf.tidy(() => {
-      const y = tf.add(x, linear(tf.tensor2d(attnOut, [n, h * hd]), lw.o)) as tf.Tensor2D; // [n, D]
-      const gu = linear(rmsNorm(y, lw.postNorm, cfg.rms_norm_eps), dw.gateUp); // [n, 2·I]
-      const [g, u] = tf.split(gu, 2, 1); // [n, I] each
+      const y = tf.add(x, linear(tf.tensor2d(attnOut, [rows, h * hd]), lw.o)) as tf.Tensor2D; // [rows, D]
+      const gu = linear(rmsNorm(y, lw.postNorm, cfg.rms_norm_eps), dw.gateUp); // [rows, 2·I]
+      const [g, u] = tf.split(gu, 2, 1); // [rows, I] each
       return tf.add(y, linear(tf.mul(tf.mul(g, tf.sigmoid(g)), u) as tf.Tensor2D, lw.down));
     }) as tf.Tensor2D;
     x.dispose();
     x = next;
   }
-  for (const c of caches) c.length += 1;
-  const logitsT = tf.tidy(() => linear(rmsNorm(x, w.norm, cfg.rms_norm_eps), w.head)); // [n, V]
+  caches.forEach((c, i) => {
+    c.length += tokenLists[i].length;
+    c.tokens.push(...tokenLists[i]);
+  });
+  const logitsT = tf.tidy(() => {
+    const lastRows = rows === n ? x : tf.gather(x, tf.tensor1d(Int32Array.from(firstRow, (r, i) => r + tokenLists[i].length - 1), 'int32'));
+    return linear(rmsNorm(lastRows as tf.Tensor2D, w.norm, cfg.rms_norm_eps), w.head); // [n, V]
+  });
   x.dispose();
   const logits = (logitsT.dataSync() as Float32Array).slice();
   logitsT.dispose();

@@ -153,6 +153,12 @@ export interface DecodeCache {
   readonly length: number;
 }
 
+export interface Prefilled<C extends DecodeCache> {
+  cache: C;
+  logits: Float32Array;
+  reusedTokens?: number;
+}
+
 /**
  * What the batcher needs from the model. prefill and decode may answer synchronously (wasm/cpu: the hot loop takes
  * no extra event-loop turn) or with a promise (backends that read results asynchronously).
@@ -160,8 +166,11 @@ export interface DecodeCache {
 export interface DecoderRuntime<C extends DecodeCache = DecodeCache> {
   readonly contextLength: number;
   readonly vocabSize: number;
-  /** Run the prompts (in one batch where it can), return per prompt its cache and the last position's logits [V]. */
-  prefill(prompts: number[][]): { cache: C; logits: Float32Array }[] | Promise<{ cache: C; logits: Float32Array }[]>;
+  /**
+   * Run the prompts (in one batch where it can), return per prompt its cache, the last position's logits [V] and
+   * how many of its tokens a prefix cache supplied.
+   */
+  prefill(prompts: number[][]): Prefilled<C>[] | Promise<Prefilled<C>[]>;
   /** Append `tokens[i]` to `caches[i]` for all i in one batched step; logits [n, V] row-major. */
   decode(caches: C[], tokens: number[]): Float32Array | Promise<Float32Array>;
   /** Free a cache the batcher no longer needs (device memory); absent where the garbage collector suffices. */
@@ -178,6 +187,7 @@ interface Sequence {
   enqueuedAt: number;
   queuedMs: number;
   prefillMs: number;
+  reusedTokens: number;
   decodeStart: number;
   rand: () => number;
   cache: DecodeCache | null;
@@ -234,6 +244,7 @@ export class ContinuousBatcher {
         enqueuedAt: performance.now(),
         queuedMs: 0,
         prefillMs: 0,
+        reusedTokens: 0,
         decodeStart: 0,
         rand: seededRandom(seed),
         cache: null,
@@ -331,7 +342,7 @@ export class ContinuousBatcher {
 
   private async prefillGroup(group: Sequence[]): Promise<void> {
     const start = performance.now();
-    let results: { cache: DecodeCache; logits: Float32Array }[];
+    let results: Prefilled<DecodeCache>[];
     try {
       for (const seq of group) seq.policyVersion = this.runtime.policyVersion();
       const answer = this.runtime.prefill(group.map((seq) => seq.req.promptIds));
@@ -351,6 +362,7 @@ export class ContinuousBatcher {
     group.forEach((seq, i) => {
       seq.cache = results[i].cache;
       seq.prefillMs = prefillMs;
+      seq.reusedTokens = results[i].reusedTokens ?? 0;
       seq.decodeStart = performance.now();
       if (!this.accept(seq, results[i].logits.subarray(0, this.runtime.vocabSize))) this.active.push(seq);
     });
@@ -411,6 +423,7 @@ export class ContinuousBatcher {
       timings: { queuedMs: seq.queuedMs, prefillMs: seq.prefillMs, decodeMs: seq.decodeStart ? performance.now() - seq.decodeStart : 0 },
     };
     if (stopString !== undefined) result.stopString = stopString;
+    if (seq.reusedTokens > 0) result.cachedPromptTokens = seq.reusedTokens;
     this.releaseCache(seq);
     seq.resolve(result);
     return true;

@@ -109,6 +109,8 @@ export interface GenerateResult {
   /** The policy version whose weights produced every token of this result. */
   policyVersion: number;
   timings: { queuedMs: number; prefillMs: number; decodeMs: number };
+  /** Prompt tokens whose keys and values came from the prefix cache instead of being recomputed. */
+  cachedPromptTokens?: number;
 }
 
 export interface TrainSample {
