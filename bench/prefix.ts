@@ -25,6 +25,8 @@ export default async function prefixBench(ctx: BenchContext): Promise<Record<str
   const weights = initWeights(CONFIG, 1);
   const cached = await createEngineFromWeights({ name: 'cached', config: CONFIG, weights, tokenizer: null, seed: 1 });
   const plain = await createEngineFromWeights({ name: 'plain', config: CONFIG, weights, tokenizer: null, seed: 1, prefixCacheBytes: 0 });
+  // Warm-up (JIT, kernels) on both, on a prompt the conversation never continues.
+  for (const engine of [cached, plain]) await engine.generate({ promptIds: filler(SYSTEM_PROMPT_TOKENS, 99), sampling: { maxTokens: 4, temperature: 0, topP: 1, topK: 0, stopTokenIds: [], stopStrings: [], topLogprobs: 0 } });
   ctx.log(`backend ${cached.info.backend.name}; ${turns} turns, +${ANSWER_TOKENS} answer and +${TOOL_RESULT_TOKENS} tool tokens per turn`);
 
   const rows: Row[] = [];
