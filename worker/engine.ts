@@ -51,7 +51,7 @@ export interface EngineInit {
 
 interface InferenceWeights {
   weights: ModelWeights;
-  /** Host copies for model.ts's decodeStep; null on backends that read asynchronously (they decode on the device). */
+  /** Host copies for model.ts's decodeStep/extendStep; null on backends that read asynchronously (they decode on the device). */
   host: DecodeHostWeights | null;
   /** Fused weights for tensor-decode.ts's decodeOnDevice; null where the host decodes. */
   device: DeviceDecodeWeights | null;
@@ -113,7 +113,7 @@ export class LocalEngine implements TrainerEngine {
     this.batcher = new ContinuousBatcher(readsSyncOnActiveBackend() ? this.hostDecoding() : this.deviceDecoding(), init.tokenizer);
   }
 
-  /** wasm/cpu: host KV caches and JS attention, answered synchronously (model.ts). */
+  /** wasm/cpu: host KV caches read by the SIMD attention kernel, answered synchronously (model.ts, kv-cache.ts). */
   private hostDecoding(): DecoderRuntime<HostKvCache> {
     const cfg = this.init.config;
     return {
@@ -177,7 +177,7 @@ export class LocalEngine implements TrainerEngine {
       const p = merged ?? this.params;
       // tidy keeps the tensors fuseWeights returns and frees its intermediates; params passed through stay as they are.
       const weights = tf.tidy(() => fuseWeights(this.init.config, p) as unknown as tf.TensorContainer) as unknown as ModelWeights;
-      // Host weights serve model.ts's decodeStep only (reading them needs dataSync).
+      // Host weights serve model.ts's decodeStep/extendStep only (reading them needs dataSync).
       const onHost = readsSyncOnActiveBackend();
       this.inference = { weights, host: onHost ? decodeHostWeights(this.init.config, p) : null, device: onHost ? null : deviceDecodeWeights(this.init.config, p), merged };
     }

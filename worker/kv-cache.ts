@@ -43,6 +43,7 @@ class Layout {
   readonly hdp: number;
   readonly rowBytes: number; // one layer's keys (or values) of one position: KVH · hdp floats
   readonly layerBytes: number; // one layer's keys and values of one page
+  readonly valuesAfter: number; // floats from a position's keys to its values (the page's key rows come first)
   readonly pageBytes: number;
   readonly qOff = 0;
   readonly outOff: number;
@@ -61,6 +62,7 @@ class Layout {
     this.hdp = Math.ceil(headDim / 16) * 16;
     this.rowBytes = kvHeads * this.hdp * 4;
     this.layerBytes = 2 * PAGE_SLOTS * this.rowBytes;
+    this.valuesAfter = (PAGE_SLOTS * this.rowBytes) / 4;
     this.pageBytes = layers * this.layerBytes;
     this.outOff = heads * this.hdp * 4;
     this.statsOff = 2 * this.outOff;
@@ -199,10 +201,9 @@ export class HostKvCache {
    * KVH · headDim floats from `offset`. The positions must be reserved.
    */
   write(layer: number, pos: number, count: number, k: Float32Array, v: Float32Array, offset = 0): void {
-    const { hdp, rowBytes, maxPositions } = this.layout;
+    const { hdp, rowBytes, maxPositions, valuesAfter } = this.layout;
     const { kvHeads, headDim } = this.dims;
     const rowFloats = kvHeads * headDim;
-    const valuesAfter = (PAGE_SLOTS * rowBytes) / 4;
     let i = 0;
     while (i < count) {
       const p = pos + i;
@@ -231,10 +232,9 @@ export class HostKvCache {
 
   /** Copies of one layer's keys and values at positions [0, length): KVH · headDim floats per position. */
   read(layer: number): { k: Float32Array; v: Float32Array } {
-    const { hdp, rowBytes, maxPositions } = this.layout;
+    const { hdp, maxPositions, valuesAfter } = this.layout;
     const { kvHeads, headDim } = this.dims;
     const rowFloats = kvHeads * headDim;
-    const valuesAfter = (PAGE_SLOTS * rowBytes) / 4;
     const k = new Float32Array(this.length * rowFloats);
     const v = new Float32Array(this.length * rowFloats);
     for (let p = 0; p < this.length; p++) {
@@ -251,11 +251,11 @@ export class HostKvCache {
    * [0, len) of `layer`: writes H · headDim floats at `out[outOffset]`.
    */
   attend(layer: number, len: number, q: Float32Array, qOffset: number, out: Float32Array, outOffset: number): void {
-    const { hdp, rowBytes, layerBytes, pageBytes, maxPositions, rep, kvOff, qOff, outOff, statsOff, scale } = this.layout;
+    const { hdp, layerBytes, pageBytes, maxPositions, rep, kvOff, qOff, outOff, statsOff, scale, valuesAfter } = this.layout;
     const { heads, kvHeads, headDim } = this.dims;
     const parts = Math.ceil(len / maxPositions);
     const k = kvOff + layer * layerBytes;
-    const v = k + PAGE_SLOTS * rowBytes;
+    const v = k + 4 * valuesAfter;
     for (let c = 0; c < parts; c++) {
       const chunk = this.chunks[c];
       copyHeads(q, qOffset, headDim, chunk.f32, qOff / 4, hdp, heads);

@@ -29,11 +29,12 @@ export class PrefixStore {
     // A cache whose tokens another entry already covers adds nothing; one that extends an entry replaces it.
     for (let i = this.entries.length - 1; i >= 0; i--) {
       const other = this.entries[i].cache;
-      if (commonPrefix(other.tokens, cache.tokens) === cache.length) {
+      const shared = commonPrefix(other.tokens, cache.tokens);
+      if (shared === cache.length) {
         this.entries[i].usedAt = ++this.clock;
         return;
       }
-      if (commonPrefix(other.tokens, cache.tokens) === other.length) this.entries.splice(i, 1);
+      if (shared === other.length) this.entries.splice(i, 1);
     }
     this.entries.push({ cache, bytes, usedAt: ++this.clock });
     let total = this.entries.reduce((sum, e) => sum + e.bytes, 0);
