@@ -10,24 +10,27 @@ import { fileURLToPath } from 'node:url';
 import type { Database } from 'better-sqlite3';
 import type { Role, StatusPayload } from '../common/api.ts';
 import { EventHub } from './control/events.ts';
-import { createControlRouter, LayeredRouter, type ControlRouter } from './control/routes.ts';
-import { SwarmMembershipManager, type MembershipHost } from './control/swarm-membership.ts';
-import { addSwarmRoutes } from './control/swarm-routes.ts';
-import { createHttpServer, listen, type Mount } from './http/server.ts';
+import { ControlRouter, createControlRouter, LayeredRouter } from './control/routes.ts';
+import { SwarmMembershipManager } from './control/swarm-membership.ts';
+import { addUiRoutes } from './control/ui-routes.ts';
+import { createHttpServer, listen } from './http/server.ts';
 import { loadOrCreateIdentity, type NodeIdentity } from './identity.ts';
+import { createLogger, type Logger, type LogLevel } from './log.ts';
 import type { HostedModelSpec } from './models/model-host.ts';
 import { startServing, type Serving, type ServingInit } from './models/serving.ts';
-import { createLogger, type Logger, type LogLevel } from './log.ts';
-import { dataPaths, type DataPaths } from './paths.ts';
-import { openStore, schemaVersion } from './store/db.ts';
-import type { ClientRunner } from './runner/runner.ts';
-import { startClientRunner } from './runner/service.ts';
-import { addUiRoutes } from './control/ui-routes.ts';
-import { startTrainingService, type TrainingService } from './training/service.ts';
 import type { P2pService } from './p2p/service.ts';
 import type { P2pOptions } from './p2p/settings.ts';
+import { dataPaths, type DataPaths } from './paths.ts';
+import type { ClientRunner } from './runner/runner.ts';
+import { startClientRunner } from './runner/service.ts';
+import { NotListeningError, ServiceSet, type PeerContext, type PeerUrls } from './services.ts';
+import { openStore, schemaVersion } from './store/db.ts';
+import { resolveTrainingConfig, type TrainingConfig } from './training/config.ts';
+import { startTrainingService, type TrainingService } from './training/service.ts';
 import { sqliteTrainingStore } from './training/sqlite-training-store.ts';
 import { APP_VERSION } from './version.ts';
+
+export type { PeerUrls } from './services.ts';
 
 export const DEFAULT_PORT = 8470;
 export const DEFAULT_HOST = '127.0.0.1';
@@ -51,38 +54,27 @@ export interface PeerOptions {
   p2p?: P2pOptions;
 }
 
-export interface PeerUrls {
-  api: string;
-  gateway: string;
-  ui: string;
-}
-
 export class PeerRuntime {
   readonly startedAt = new Date();
   /** Handed to the UI and the CLI; a new one every start. */
   readonly token = randomBytes(24).toString('base64url');
-  readonly mounts: Mount[] = [];
+  readonly runId = randomBytes(8).toString('hex');
   readonly events: EventHub;
-  /** Services add their control-API routes here (all behind the bearer token). */
-  readonly control: ControlRouter;
-  urls!: PeerUrls;
+  /** What every service is given (services.ts). */
+  readonly context: PeerContext;
+  private readonly services: ServiceSet;
+  private listening: PeerUrls | undefined;
   port = 0;
   /** Hosted models, episodes and the gateway. */
   serving!: Serving;
-  /** Attached agent scripts (swarm client role), run against episodes of the swarm protocol. */
-  runner!: ClientRunner;
   /** One GRPO training loop per hosted model. */
   training!: TrainingService;
+  /** Attached agent scripts (swarm client role), run against episodes of the swarm protocol. */
+  runner!: ClientRunner;
   /** Whether this peer is in a swarm; create / join / leave at runtime (control/swarm-membership.ts). */
   swarm!: SwarmMembershipManager;
-  /** The libp2p node and swarm relays; undefined while this peer is in no swarm. */
-  get p2p(): P2pService | undefined {
-    return this.swarm?.service;
-  }
   private stopping: Promise<void> | undefined;
-  private server!: Server;
-  /** Extra status providers (models, p2p) registered by the services that own them. */
-  private readonly statusParts: ((status: StatusPayload) => void)[] = [];
+  private server: Server | undefined;
 
   private constructor(
     readonly options: Required<Omit<PeerOptions, 'uiRoot' | 'models' | 'startEngine' | 'training' | 'p2p'>> & { uiRoot: string },
@@ -92,10 +84,33 @@ export class PeerRuntime {
     readonly log: Logger,
   ) {
     this.events = new EventHub(this.token, () => this.status());
-    this.control = createControlRouter(this.token, () => this.status());
+    this.services = new ServiceSet(log);
+    this.context = {
+      db,
+      log,
+      paths,
+      identity,
+      roles: options.roles,
+      controlToken: this.token,
+      publish: (event) => this.events.broadcast(event),
+      statusChanged: () => this.events.broadcast({ type: 'status', data: this.status() }),
+      urls: () => {
+        if (!this.listening) throw new NotListeningError();
+        return this.listening;
+      },
+    };
     log.onEntry((entry) => {
       if (entry.level !== 'debug') this.events.broadcast({ type: 'log', data: { level: entry.level, msg: entry.msg, time: entry.time } });
     });
+  }
+
+  get urls(): PeerUrls {
+    return this.context.urls();
+  }
+
+  /** The libp2p node and swarm relays; undefined while this peer is in no swarm. */
+  get p2p(): P2pService | undefined {
+    return this.swarm?.service;
   }
 
   static async start(options: PeerOptions): Promise<PeerRuntime> {
@@ -125,64 +140,63 @@ export class PeerRuntime {
     return runtime;
   }
 
-  /** The services this peer runs, each registering its routes, status part and closer. */
+  /** The services this peer runs, in start order; stop() closes them in reverse. */
   private async startServices(options: PeerOptions) {
-    this.serving = await startServing({
-      models: options.models ?? [],
-      startEngine: options.startEngine,
-      db: this.db,
-      log: this.log,
-      secret: this.identity.secret,
-      nodeId: this.identity.nodeId,
-      controlToken: this.token,
-      gatewayUrl: () => this.urls.gateway,
-      mounts: this.mounts,
-      control: this.control,
-      addStatusPart: (part) => this.addStatusPart(part),
-    });
-    this.onStop(() => this.serving.close());
-    addUiRoutes(this.control, this.db, this.serving.models);
-    this.training = await startTrainingService({
-      runtime: this,
-      host: this.serving.models,
-      store: sqliteTrainingStore(this.db),
-      ...options.training,
-    });
-    this.runner = startClientRunner(this);
-    // libp2p is loaded only when a swarm is configured (now, or later through POST /api/swarm/create|join).
-    this.swarm = new SwarmMembershipManager(this.membershipHost(), options.p2p);
-    this.onStop(() => this.swarm.close());
-    addSwarmRoutes(this.control, this.swarm);
+    const ctx = this.context;
+    const services = this.services;
+    const trainingConfigOf = trainingConfigs(options);
+    services.add({ name: 'status', routes: createControlRouter(this.token, () => this.status()), close: async () => {} });
+    this.serving = services.add(
+      await startServing(ctx, {
+        models: options.models ?? [],
+        startEngine: options.startEngine,
+        mergeModeOf: (model) => trainingConfigOf(model).mergeMode,
+      }),
+    );
+    const uiRoutes = new ControlRouter(this.token);
+    addUiRoutes(uiRoutes, this.db, this.serving.models);
+    services.add({ name: 'ui-reads', routes: uiRoutes, close: async () => {} });
+    this.training = services.add(
+      await startTrainingService(ctx, {
+        host: this.serving.models,
+        store: sqliteTrainingStore(this.db),
+        configOf: trainingConfigOf,
+        autoStart: options.training?.autoStart,
+      }),
+    );
+    this.runner = services.add(startClientRunner(ctx)).runner;
+    const serving = this.serving;
+    const training = this.training;
+    const runner = this.runner;
+    this.swarm = services.add(
+      new SwarmMembershipManager(
+        ctx,
+        {
+          services,
+          // libp2p is loaded only when a swarm is configured (now, or later through POST /api/swarm/create|join).
+          startP2p: async (settings) => {
+            const { startP2pService } = await import('./p2p/service.ts');
+            return startP2pService(
+              ctx,
+              {
+                serving,
+                clientScripts: () => runner.list().map((client) => client.name),
+                trainsLocally: (model) => training.trainsLocally(model),
+              },
+              settings,
+            );
+          },
+        },
+        options.p2p,
+      ),
+    );
     await this.swarm.startConfigured();
   }
 
-  /**
-   * What the p2p service uses of this runtime. Getters, not copies: the services and the gateway URL are read when
-   * used (the URL exists only once the server listens), so this object must never be spread.
-   */
-  private membershipHost(): MembershipHost {
-    // eslint-disable-next-line @typescript-eslint/no-this-alias -- getters below must read the runtime's fields late
-    const runtime = this;
-    return {
-      get serving() { return runtime.serving; },
-      get runner() { return runtime.runner; },
-      get training() { return runtime.training; },
-      get urls() { return runtime.urls; },
-      db: this.db,
-      mounts: this.mounts,
-      token: this.token,
-      identity: this.identity,
-      paths: this.paths,
-      options: this.options,
-      log: this.log,
-      statusChanged: () => this.events.broadcast({ type: 'status', data: this.status() }),
-    };
-  }
-
   private async listen() {
-    this.mounts.push({ prefix: '/api', router: new LayeredRouter(() => [this.swarm.routes, this.control]), errorShape: 'api' });
+    const api = { prefix: '/api', router: new LayeredRouter(() => this.services.routes()), errorShape: 'api' } as const;
     this.server = createHttpServer({
-      mounts: this.mounts,
+      mounts: () => [api, ...this.services.mounts()],
       uiRoot: this.options.uiRoot,
       log: this.log,
       onUpgrade: (req, socket, head) => {
@@ -191,15 +205,13 @@ export class PeerRuntime {
     });
     this.port = await listen(this.server, this.options.port, this.options.host);
     const base = `http://${this.options.host}:${this.port}`;
-    this.urls = { api: `${base}/api`, gateway: `${base}/v1`, ui: `${base}/#token=${this.token}` };
+    this.listening = { api: `${base}/api`, gateway: `${base}/v1`, ui: `${base}/#token=${this.token}` };
     this.db
       .prepare('INSERT INTO runs (id, started_at, version, args) VALUES (?, ?, ?, ?)')
       .run(this.runId, this.startedAt.toISOString(), APP_VERSION, JSON.stringify(process.argv.slice(2)));
     this.writeControlFile();
     this.log.info('peer started', { nodeId: this.identity.nodeId, port: this.port });
   }
-
-  readonly runId = randomBytes(8).toString('hex');
 
   /** Lets the CLI on this machine find the running peer: url + token, readable by this user only. */
   private writeControlFile() {
@@ -209,13 +221,7 @@ export class PeerRuntime {
     renameSync(tmp, this.paths.control);
   }
 
-  /** Services that own part of the status (hosted models, the p2p node) register a contributor here. */
-  addStatusPart(part: (status: StatusPayload) => void): void {
-    this.statusParts.push(part);
-  }
-
   status(): StatusPayload {
-    const episodes = this.countEpisodes();
     const status: StatusPayload = {
       app: 'agentjet',
       version: APP_VERSION,
@@ -225,13 +231,12 @@ export class PeerRuntime {
       roles: this.options.roles,
       dataDir: this.paths.dataDir,
       backend: null,
-      urls: this.urls,
+      urls: this.listening!,
       models: [],
-      store: { path: this.paths.store, schemaVersion: schemaVersion(this.db), episodes },
+      store: { path: this.paths.store, schemaVersion: schemaVersion(this.db), episodes: this.countEpisodes() },
       p2p: { enabled: false, peerId: null, peers: 0, swarm: null },
     };
-    for (const part of this.statusParts) part(status);
-    this.swarm?.contributeStatus(status);
+    this.services.status(status);
     return status;
   }
 
@@ -241,25 +246,20 @@ export class PeerRuntime {
     return (this.db.prepare('SELECT COUNT(*) AS n FROM episodes').get() as { n: number }).n;
   }
 
-  /** Resources to close on stop, last registered closed first. */
-  private readonly closers: (() => Promise<void> | void)[] = [];
-  onStop(closer: () => Promise<void> | void): void {
-    this.closers.push(closer);
-  }
-
+  /** Closes the services one at a time, the last started first, then the HTTP server and SQLite; safe twice. */
   stop(): Promise<void> {
     this.stopping ??= this.doStop();
     return this.stopping;
   }
 
   private async doStop() {
-    const results = await Promise.allSettled([...this.closers].reverse().map(async (close) => close()));
-    for (const r of results) if (r.status === 'rejected') this.log.warn('error while stopping', { error: String(r.reason) });
+    await this.services.close();
     this.events.close();
-    if (this.server?.listening) {
+    const server = this.server;
+    if (server?.listening) {
       await new Promise<void>((resolve) => {
-        this.server.close(() => resolve());
-        this.server.closeAllConnections();
+        server.close(() => resolve());
+        server.closeAllConnections();
       });
     }
     if (this.db.open) {
@@ -269,4 +269,16 @@ export class PeerRuntime {
     rmSync(this.paths.control, { force: true });
     this.log.info('peer stopped');
   }
+}
+
+/**
+ * Each hosted model's training settings, validated before any model loads (a bad setting fails the start at once):
+ * the defaults (training/config.ts), then the overrides for every model, then the model's own.
+ */
+function trainingConfigs(options: PeerOptions): (model: string) => TrainingConfig {
+  const { config, perModel } = options.training ?? {};
+  const resolved = new Map<string, TrainingConfig>();
+  const resolve = (model: string) => resolveTrainingConfig({ ...(config as object | undefined), ...(perModel?.[model] as object | undefined) });
+  for (const spec of options.models ?? []) resolved.set(spec.name, resolve(spec.name));
+  return (model) => resolved.get(model) ?? resolve(model);
 }

@@ -1,5 +1,5 @@
 /** `agentjet peers`: the live swarm as the running peer sees it (GET /api/peers). */
-import type { PeerView } from '../p2p/service.ts';
+import type { SwarmPeer } from '../../common/api.ts';
 import type { Command } from './command.ts';
 import { dataDirOption, dataDirUsage, PeerClient, PeerRequestError } from './peer-client.ts';
 
@@ -7,7 +7,7 @@ interface PeersAnswer {
   swarm: string;
   peerId: string;
   addresses: string[];
-  peers: PeerView[];
+  peers: SwarmPeer[];
 }
 
 export const peersCommand: Command = {

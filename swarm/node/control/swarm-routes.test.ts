@@ -115,7 +115,6 @@ describe('swarm membership routes', () => {
   });
 
   it('joins with the token and sees the creator; leaves, and joins again in the same process', async () => {
-    const mountsOffSwarm = joiner.mounts.length;
     const joined = await call<SwarmMembership>(joiner, 'POST', '/swarm/join', { token });
     expect(joined.body).toMatchObject({ joined: true, swarm: 'ui-lab', token });
     expect(readStoredSwarmToken(joiner.paths.p2p)).toBe(token);
@@ -135,8 +134,9 @@ describe('swarm membership routes', () => {
     expect(existsSync(swarmFile(joiner.paths.p2p))).toBe(false);
     expect((await call(joiner, 'GET', '/peers')).status).toBe(404);
     expect((await call<StatusPayload>(joiner, 'GET', '/status')).body.p2p.enabled).toBe(false);
-    // The relays in front of /swarm/v1 and /v1 went with it.
-    expect(joiner.mounts.length).toBe(mountsOffSwarm);
+    // The relays in front of /swarm/v1 and /v1 went with it: the creator's model is out of reach.
+    const offSwarm = await swarmPost<ApiErrorBody>(joiner, '/episodes', { model: 'tiny', taskId: 't-2' });
+    expect(offSwarm.status).toBe(404);
     const leaveAgain = await call<ApiErrorBody>(joiner, 'POST', '/swarm/leave');
     expect(leaveAgain.status).toBe(409);
     expect(leaveAgain.body.error.name).toBe('NotInSwarmError');

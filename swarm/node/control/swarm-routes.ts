@@ -7,15 +7,22 @@
  * Each answers the membership after the change (SwarmMembership); 409 AlreadyInSwarmError / NotInSwarmError /
  * P2pDisabledError when the change does not apply.
  */
-import { createSwarmRequestSchema, joinSwarmRequestSchema } from '../../common/api.ts';
+import { createSwarmRequestSchema, joinSwarmRequestSchema, type SwarmMembership } from '../../common/api.ts';
 import { readValidated, sendJson } from '../http/respond.ts';
-import type { ControlRouter } from './routes.ts';
-import type { SwarmMembershipManager } from './swarm-membership.ts';
+import type { Router } from '../http/router.ts';
+
+/** What the routes ask of the membership (swarm-membership.ts). */
+export interface MembershipActions {
+  view(): SwarmMembership;
+  create(request: { name?: string; bootstrap?: string[] }): Promise<SwarmMembership>;
+  join(token: string): Promise<SwarmMembership>;
+  leave(): Promise<SwarmMembership>;
+}
 
 /** Swarm requests are a name or a token: small. */
 const SWARM_BODY_LIMIT = 64 * 1024;
 
-export function addSwarmRoutes(control: ControlRouter, membership: SwarmMembershipManager): void {
+export function addSwarmRoutes(control: Router, membership: MembershipActions): void {
   control.get('/api/swarm', (_req, res) => sendJson(res, 200, membership.view()));
   control.post('/api/swarm/create', async (req, res) => {
     const request = await readValidated(req, createSwarmRequestSchema, SWARM_BODY_LIMIT);

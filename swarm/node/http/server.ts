@@ -1,6 +1,7 @@
 /**
- * The peer's one HTTP server. Mounts, in order: the control API (/api), the swarm protocol (/swarm), the
- * OpenAI-compatible gateway (/v1); everything else is the UI. Errors are rendered last, in the shape the
+ * The peer's one HTTP server. Mounts: the control API (/api), the swarm protocol (/swarm), the OpenAI-compatible
+ * gateway (/v1), and the swarm's relays in front of parts of those (the longest matching prefix wins); everything
+ * else is the UI. Errors are rendered last, in the shape the
  * mount's clients expect (OpenAI's for /v1).
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
@@ -19,7 +20,8 @@ export interface Mount {
 }
 
 export interface HttpServerOptions {
-  mounts: Mount[];
+  /** Read per request: services add and remove mounts while the peer runs (a swarm joined or left). */
+  mounts: () => readonly Mount[];
   uiRoot: string;
   log: Logger;
   onUpgrade?: (req: IncomingMessage, socket: Duplex, head: Buffer) => void;
@@ -37,7 +39,7 @@ export function createHttpServer(options: HttpServerOptions): Server {
 
   async function handle(req: IncomingMessage, res: ServerResponse) {
     const url = new URL(req.url ?? '/', 'http://localhost');
-    const mount = options.mounts.find((m) => url.pathname === m.prefix || url.pathname.startsWith(m.prefix + '/'));
+    const mount = longestMatch(options.mounts(), url.pathname);
     if (!mount) {
       serveStatic(req, res, url.pathname);
       return;
@@ -61,6 +63,16 @@ export function createHttpServer(options: HttpServerOptions): Server {
   // Keep-alive sockets would hold close() open for seconds; agents reconnect cheaply on loopback.
   server.keepAliveTimeout = 5_000;
   return server;
+}
+
+/** The mount with the longest prefix that matches: a relay of `/swarm/v1/episodes` wins over `/swarm`. */
+function longestMatch(mounts: readonly Mount[], pathname: string): Mount | undefined {
+  let best: Mount | undefined;
+  for (const m of mounts) {
+    const matches = pathname === m.prefix || pathname.startsWith(m.prefix + '/');
+    if (matches && (!best || m.prefix.length > best.prefix.length)) best = m;
+  }
+  return best;
 }
 
 export function listen(server: Server, port: number, host: string): Promise<number> {

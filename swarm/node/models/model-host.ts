@@ -254,8 +254,14 @@ export class ModelHost {
 
   private async loadOne(model: HostedModel): Promise<void> {
     try {
-      const [bundle, engine] = await Promise.all([this.options.loadTokenizer(model.source), this.options.startEngine(model.source)]);
-      model.attach(engine, bundle);
+      // Both settle before anything is decided: an engine whose tokenizer failed must still be closed, or its worker
+      // thread keeps the process alive after the peer stopped.
+      const [bundle, engine] = await Promise.allSettled([this.options.loadTokenizer(model.source), this.options.startEngine(model.source)]);
+      if (bundle.status === 'rejected' || engine.status === 'rejected') {
+        if (engine.status === 'fulfilled') await engine.value.close().catch(() => undefined);
+        throw bundle.status === 'rejected' ? bundle.reason : (engine as PromiseRejectedResult).reason;
+      }
+      model.attach(engine.value, bundle.value);
     } catch (err) {
       model.fail(`${(err as Error).name}: ${(err as Error).message}`);
       this.options.onError?.(model.name, err as Error);

@@ -1,5 +1,5 @@
 /**
- * The seam between the local HTTP API and remote episodes: two routers mounted in front of the local
+ * The seam between the local HTTP API and remote episodes: routers mounted in front of the local
  * `/swarm/v1/episodes` and `/v1/chat/completions`. Each consults the RemoteEpisodes registry first; anything not
  * remote goes to the local router's own handler, untouched, so the runner and agents cannot tell the difference.
  */
@@ -32,7 +32,6 @@ export interface RelayInit {
   node: SwarmNode;
   remote: RemoteEpisodes;
   serving: Serving;
-  mounts: Mount[];
   controlToken: string;
   secret: string;
   nodeId: string;
@@ -40,25 +39,23 @@ export interface RelayInit {
   log: Logger;
 }
 
-/** Puts the relay mounts first (the HTTP server takes the first mount whose prefix matches). */
-export function mountRelayRoutes(init: RelayInit): void {
-  const local = (prefix: string) => {
-    const mount = init.mounts.find((m) => m.prefix === prefix);
-    if (!mount) throw new Error(`no local ${prefix} mount to relay in front of`);
-    return mount.router;
-  };
+/**
+ * The relay mounts. Their prefixes are longer than the local `/swarm` and `/v1`, so the HTTP server (longest prefix
+ * wins) asks them first; what is not remote goes to the local router.
+ */
+export function relayMounts(init: RelayInit): Mount[] {
   const delegate =
-    (prefix: string) => async (req: IncomingMessage, res: ServerResponse, ctx: RouteContext) => {
-      const found = local(prefix).match(req.method ?? 'GET', ctx.url.pathname);
+    (local: Router) => async (req: IncomingMessage, res: ServerResponse, ctx: RouteContext) => {
+      const found = local.match(req.method ?? 'GET', ctx.url.pathname);
       if (typeof found === 'number')
         throw new HttpError(found, 'NotFoundError', `no route ${ctx.url.pathname}`, { code: 'unknown_url' });
       await found.handler(req, res, { url: ctx.url, params: found.params });
     };
-  init.mounts.unshift(
-    { prefix: '/swarm/v1/episodes', router: episodesRelay(init, delegate('/swarm')), errorShape: 'api' },
+  return [
+    { prefix: '/swarm/v1/episodes', router: episodesRelay(init, delegate(init.serving.swarmRouter)), errorShape: 'api' },
     { prefix: '/swarm/v1/status', router: statusWithSwarmModels(init), errorShape: 'api' },
-    { prefix: '/v1/chat/completions', router: chatRelay(init, delegate('/v1')), errorShape: 'openai' },
-  );
+    { prefix: '/v1/chat/completions', router: chatRelay(init, delegate(init.serving.gatewayRouter)), errorShape: 'openai' },
+  ];
 }
 
 /** The same rule as the local /swarm/v1: the control token or one of this peer's client keys. */

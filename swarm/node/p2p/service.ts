@@ -8,91 +8,83 @@
  *   GET /api/p2p/weights                    weights published here and fetched (verified) from peers
  */
 import { createSwarmNode, type PresenceContent, type SwarmNode } from '../../../p2p/index.ts';
-import type { PeersResponse, StatusPayload, SwarmPeer } from '../../common/api.ts';
-import type { ControlRouter } from '../control/routes.ts';
+import type { PeersResponse, SwarmPeer } from '../../common/api.ts';
+import { ControlRouter } from '../control/routes.ts';
 import { notFound } from '../http/errors.ts';
 import { sendJson } from '../http/respond.ts';
-import type { Mount } from '../http/server.ts';
-import type { Logger } from '../log.ts';
 import type { Serving } from '../models/serving.ts';
-import type { ClientRunner } from '../runner/runner.ts';
-import type { TrainingService } from '../training/service.ts';
-import type { Database } from 'better-sqlite3';
-import { mountRelayRoutes } from './relay-routes.ts';
+import type { PeerContext, ServiceHandle } from '../services.ts';
+import { relayMounts } from './relay-routes.ts';
 import { RemoteEpisodes } from './remote-episodes.ts';
 import { serveSwarmProtocols } from './server-side.ts';
 import type { ResolvedP2p } from './settings.ts';
 import { WeightsSync } from './weights-sync.ts';
 
-/** What the service needs from the runtime (PeerRuntime satisfies it). */
-export interface P2pHost {
+/** What the p2p service uses of the peer's other services. */
+export interface P2pDeps {
   serving: Serving;
-  runner: ClientRunner;
-  training: Pick<TrainingService, 'loops'>;
-  db: Database;
-  control: ControlRouter;
-  mounts: Mount[];
-  token: string;
-  identity: { secret: string; nodeId: string };
-  paths: { p2p: string };
-  options: { roles: readonly string[] };
-  urls: { gateway: string };
-  log: Logger;
-  addStatusPart(part: (status: StatusPayload) => void): void;
-  onStop(closer: () => Promise<void> | void): void;
+  /** Names of the attached client scripts (announced in presence). */
+  clientScripts(): string[];
+  /** Whether this peer trains the model itself (a mirror then never loads fetched weights over its own). */
+  trainsLocally(model: string): boolean;
 }
 
-export interface P2pService {
+export interface P2pService extends ServiceHandle {
   node: SwarmNode;
   remote: RemoteEpisodes;
   weights: WeightsSync;
-  peers(): PeerView[];
-  stop(): Promise<void>;
+  peers(): SwarmPeer[];
 }
 
-export type PeerView = SwarmPeer;
-
-export async function startP2pService(host: P2pHost, settings: ResolvedP2p): Promise<P2pService> {
-  const log = host.log.child({ service: 'p2p' });
+export async function startP2pService(ctx: PeerContext, deps: P2pDeps, settings: ResolvedP2p): Promise<P2pService> {
   const node = await createSwarmNode({
-    dataDir: host.paths.p2p,
+    dataDir: ctx.paths.p2p,
     swarm: { name: settings.swarm.name, key: settings.swarm.key },
     bootstrap: settings.bootstrap,
     listen: settings.listen,
     mdns: settings.mdns,
     presence: settings.presenceIntervalMs ? { intervalMs: settings.presenceIntervalMs } : undefined,
   });
-  const gatewayUrl = () => host.urls.gateway;
-  serveSwarmProtocols({ node, serving: host.serving, db: host.db, gatewayUrl, log });
+  try {
+    return await serveOnNode(ctx, deps, settings, node);
+  } catch (err) {
+    // A node that started and then failed to be wired must not keep listening (or keep the process alive).
+    await node.stop().catch(() => undefined);
+    throw err;
+  }
+}
+
+async function serveOnNode(ctx: PeerContext, deps: P2pDeps, settings: ResolvedP2p, node: SwarmNode): Promise<P2pService> {
+  const log = ctx.log.child({ service: 'p2p' });
+  const gatewayUrl = () => ctx.urls().gateway;
+  const { serving } = deps;
+  serveSwarmProtocols({ node, serving, db: ctx.db, gatewayUrl, log });
   const remote = new RemoteEpisodes(node, log, { graceMs: settings.peerGraceMs });
-  mountRelayRoutes({
+  const mounts = relayMounts({
     node,
     remote,
-    serving: host.serving,
-    mounts: host.mounts,
-    controlToken: host.token,
-    secret: host.identity.secret,
-    nodeId: host.identity.nodeId,
+    serving,
+    controlToken: ctx.controlToken,
+    secret: ctx.identity.secret,
+    nodeId: ctx.identity.nodeId,
     gatewayUrl,
     log,
   });
   const weights = new WeightsSync({
     node,
-    models: host.serving.models,
-    dir: host.paths.p2p,
+    models: serving.models,
+    dir: ctx.paths.p2p,
     mirror: settings.mirror,
-    trainsLocally: (model) => host.training.loops.get(model)?.state().status === 'running',
+    trainsLocally: (model) => deps.trainsLocally(model),
     log,
   });
 
-  const content = (): PresenceContent => presenceContent(host);
+  const content = (): PresenceContent => presenceContent(ctx, deps);
   await node.presence.setContent(content);
   // Announce at once when a model's state or policy changes, so clients pick peers on fresh load figures.
-  const offStateChanges = host.serving.models.models.map((model) =>
-    model.onStateChange(() => void node.presence.announceNow()),
-  );
+  const offStateChanges = serving.models.models.map((model) => model.onStateChange(() => void node.presence.announceNow()));
 
-  const peers = (): PeerView[] => {
+  const peers = (): SwarmPeer[] => {
     const connected = new Set(node.connectedPeers());
     const self = content();
     return [
@@ -110,11 +102,12 @@ export async function startP2pService(host: P2pHost, settings: ResolvedP2p): Pro
     ];
   };
 
-  host.control.get('/api/peers', (_req, res) => {
+  const routes = new ControlRouter(ctx.controlToken);
+  routes.get('/api/peers', (_req, res) => {
     const body: PeersResponse = { swarm: node.swarmName, peerId: node.peerId, addresses: node.multiaddrs(), peers: peers() };
     sendJson(res, 200, body);
   });
-  host.control.get('/api/peers/:peerId/episodes/:id', async (_req, res, { params }) => {
+  routes.get('/api/peers/:peerId/episodes/:id', async (_req, res, { params }) => {
     for await (const record of node.trajectories.fetch(params.peerId, [params.id], {
       signal: AbortSignal.timeout(30_000),
     })) {
@@ -123,36 +116,37 @@ export async function startP2pService(host: P2pHost, settings: ResolvedP2p): Pro
     }
     throw notFound(`peer ${params.peerId} has no finished episode ${params.id}`, 'episode_not_found');
   });
-  host.control.get('/api/p2p/weights', (_req, res) =>
-    sendJson(res, 200, { published: weights.published, fetched: weights.fetched }),
-  );
-  host.addStatusPart((status) => {
-    status.p2p = {
-      enabled: true,
-      peerId: node.peerId,
-      peers: node.presence.list().length,
-      swarm: node.swarmName,
-    };
-  });
+  routes.get('/api/p2p/weights', (_req, res) => sendJson(res, 200, { published: weights.published, fetched: weights.fetched }));
 
   let stopping: Promise<void> | undefined;
-  const stop = () =>
+  const close = () =>
     (stopping ??= (async () => {
       for (const off of offStateChanges) off();
       weights.close();
       remote.close();
       await node.stop();
     })());
-  host.onStop(stop);
   log.info('p2p started', { peerId: node.peerId, swarm: node.swarmName, addresses: node.multiaddrs() });
-  return { node, remote, weights, peers, stop };
+  return {
+    name: 'p2p',
+    node,
+    remote,
+    weights,
+    peers,
+    routes,
+    mounts,
+    status: (status) => {
+      status.p2p = { enabled: true, peerId: node.peerId, peers: node.presence.list().length, swarm: node.swarmName };
+    },
+    close,
+  };
 }
 
 /** What this peer offers: roles, hosted models (with policy version, state and pool), attached scripts. */
-function presenceContent(host: P2pHost): PresenceContent {
-  const models = host.serving.models.models.filter((m) => m.state !== 'failed');
+function presenceContent(ctx: PeerContext, deps: P2pDeps): PresenceContent {
+  const models = deps.serving.models.models.filter((m) => m.state !== 'failed');
   return {
-    roles: [...host.options.roles],
+    roles: [...ctx.roles],
     models: models.map((m) => ({
       name: m.name,
       policyVersion: m.policyVersion,
@@ -165,7 +159,7 @@ function presenceContent(host: P2pHost): PresenceContent {
       load: models.reduce((n, m) => n + m.pool.active, 0),
       capacity: models.reduce((n, m) => n + m.pool.limit, 0),
     },
-    clientScripts: host.runner.list().map((client) => client.name),
+    clientScripts: deps.clientScripts(),
     gateway: { available: models.length > 0 },
   };
 }

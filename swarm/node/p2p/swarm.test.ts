@@ -16,7 +16,7 @@ import { PeerRuntime } from '../runtime.ts';
 import { openStore } from '../store/db.ts';
 import { getEpisode } from '../store/episodes.ts';
 import type { FetchedWeights } from './weights-sync.ts';
-import type { PeerView } from './service.ts';
+import type { SwarmPeer } from '../../common/api.ts';
 
 const LOOPBACK = ['/ip4/127.0.0.1/tcp/0'];
 const dirs: string[] = [];
@@ -79,8 +79,8 @@ async function api<T>(peer: PeerRuntime, path: string): Promise<{ status: number
   return { status: res.status, body: (await res.json()) as T };
 }
 
-async function peersOf(peer: PeerRuntime): Promise<PeerView[]> {
-  return (await api<{ peers: PeerView[] }>(peer, '/peers')).body.peers;
+async function peersOf(peer: PeerRuntime): Promise<SwarmPeer[]> {
+  return (await api<{ peers: SwarmPeer[] }>(peer, '/peers')).body.peers;
 }
 
 async function swarmPost(peer: PeerRuntime, path: string, body: unknown) {

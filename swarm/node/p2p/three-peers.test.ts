@@ -13,7 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createSwarmToken } from '../../../p2p/index.ts';
 import type { CreateEpisodeResponse } from '../../common/swarm-api.ts';
 import type { PeerOptions } from '../runtime.ts';
-import type { PeerView } from './service.ts';
+import type { SwarmPeer } from '../../common/api.ts';
 import { startRuntimeProcess, type RuntimeProcess } from './testing/runtime-processes.ts';
 import type { FetchedWeights, PublishedWeights } from './weights-sync.ts';
 
@@ -67,7 +67,7 @@ describe('three peers in three processes', () => {
   it('discover each other, relay a streamed completion, train on the server and mirror the new weights', async () => {
     // Discovery and presence: the client sees both others, connected, and the server's model.
     const peers = await until(async () => {
-      const list = (await client.get<{ peers: PeerView[] }>('/api/peers')).peers;
+      const list = (await client.get<{ peers: SwarmPeer[] }>('/api/peers')).peers;
       const serverView = list.find((p) => p.peerId === server.peerId);
       const ok = serverView?.connected && serverView.models.some((m) => m.name === 'tiny') && list.some((p) => p.peerId === mirror.peerId && p.connected);
       return ok && list;

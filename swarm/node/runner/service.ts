@@ -4,39 +4,30 @@
  * its events on the control WebSocket.
  */
 import { mkdirSync } from 'node:fs';
-import type { ServerEvent } from '../../common/api.ts';
-import type { Router } from '../http/router.ts';
-import type { Logger } from '../log.ts';
-import type { Database } from 'better-sqlite3';
+import { ControlRouter } from '../control/routes.ts';
 import { mintClientKey } from '../episodes/keys.ts';
+import type { PeerContext, ServiceHandle } from '../services.ts';
 import { EpisodeApi } from './episode-api.ts';
 import { addClientRoutes } from './routes.ts';
 import { ClientRunner } from './runner.ts';
 
-export interface RunnerHost {
-  db: Database;
-  log: Logger;
-  identity: { secret: string };
-  paths: { dataDir: string; scripts: string };
-  control: Router;
-  events: { broadcast(event: ServerEvent): void };
-  urls: { api: string };
-  onStop(closer: () => Promise<void> | void): void;
+export interface ClientRunnerService extends ServiceHandle {
+  runner: ClientRunner;
 }
 
-export function startClientRunner(host: RunnerHost): ClientRunner {
-  mkdirSync(host.paths.scripts, { recursive: true });
+export function startClientRunner(ctx: PeerContext): ClientRunnerService {
+  mkdirSync(ctx.paths.scripts, { recursive: true });
   // The swarm protocol sits beside the control API on the same origin; known once the server listens.
-  const swarmUrl = () => host.urls.api.replace(/\/api$/, '/swarm/v1');
+  const swarmUrl = () => ctx.urls().api.replace(/\/api$/, '/swarm/v1');
   const runner = new ClientRunner({
-    api: new EpisodeApi(swarmUrl, (client) => mintClientKey(host.identity.secret, client)),
-    dataDir: host.paths.dataDir,
-    scriptsDir: host.paths.scripts,
-    db: host.db,
-    log: host.log,
-    broadcast: (event) => host.events.broadcast(event),
+    api: new EpisodeApi(swarmUrl, (client) => mintClientKey(ctx.identity.secret, client)),
+    dataDir: ctx.paths.dataDir,
+    scriptsDir: ctx.paths.scripts,
+    db: ctx.db,
+    log: ctx.log,
+    broadcast: (event) => ctx.publish(event),
   });
-  addClientRoutes(host.control, { runner, mintClientKey: (name) => mintClientKey(host.identity.secret, name), swarmUrl });
-  host.onStop(() => runner.close());
-  return runner;
+  const routes = new ControlRouter(ctx.controlToken);
+  addClientRoutes(routes, { runner, mintClientKey: (name) => mintClientKey(ctx.identity.secret, name), swarmUrl });
+  return { name: 'runner', runner, routes, close: () => runner.close() };
 }

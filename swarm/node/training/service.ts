@@ -9,15 +9,16 @@
  */
 import { z } from 'zod';
 import type { ModelHost } from '../models/model-host.ts';
-import type { PeerRuntime } from '../runtime.ts';
+import { ControlRouter } from '../control/routes.ts';
 import { HttpError, notFound } from '../http/errors.ts';
 import { readValidated, sendJson } from '../http/respond.ts';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import type { CheckpointInfo } from '../../common/api.ts';
 import { archiveEntries, tarArchive, tarSize } from './checkpoint-archive.ts';
+import type { PeerContext, ServiceHandle } from '../services.ts';
 import { checkpointsDir, listCheckpoints } from './checkpoints.ts';
-import { resolveTrainingConfig } from './config.ts';
+import type { TrainingConfig } from './config.ts';
 import { TrainingStateError } from './errors.ts';
 import { TrainingLoop } from './loop.ts';
 import type { TrainingStore } from './store-port.ts';
@@ -29,36 +30,43 @@ const DEFAULT_STEPS_LIMIT = 1000;
 const MAX_STEPS_LIMIT = 10_000;
 
 export interface TrainingServiceOptions {
-  runtime: Pick<PeerRuntime, 'control' | 'events' | 'log' | 'paths' | 'onStop'>;
   host: ModelHost;
   store: TrainingStore;
-  /** Overrides of the defaults (config.ts) for every model, then per model by name. Validated here. */
-  config?: unknown;
-  perModel?: Record<string, unknown>;
+  /** Each model's resolved settings (config.ts; the runtime resolves them, since serving merges in their mode). */
+  configOf: (model: string) => TrainingConfig;
   /** Start every model's loop right away (default true). */
   autoStart?: boolean;
 }
 
-export class TrainingService {
+export class TrainingService implements ServiceHandle {
+  readonly name = 'training';
   readonly loops = new Map<string, TrainingLoop>();
+  readonly routes: ControlRouter;
 
-  constructor(private readonly options: TrainingServiceOptions) {
-    const { runtime, host, store } = options;
+  constructor(
+    private readonly ctx: PeerContext,
+    private readonly options: TrainingServiceOptions,
+  ) {
+    const { host, store } = options;
     for (const model of host.models) {
       if (model.state === 'failed') continue;
-      const overrides = { ...(options.config as object | undefined), ...(options.perModel?.[model.name] as object | undefined) };
       const loop = new TrainingLoop({
         model,
-        config: resolveTrainingConfig(overrides),
+        config: options.configOf(model.name),
         store,
-        checkpointDir: checkpointsDir(runtime.paths.dataDir, model.name),
-        log: runtime.log.child({ component: 'training', model: model.name }),
-        publish: (event) => runtime.events.broadcast(event),
+        checkpointDir: checkpointsDir(ctx.paths.dataDir, model.name),
+        log: ctx.log.child({ component: 'training', model: model.name }),
+        publish: (event) => ctx.publish(event),
       });
       this.loops.set(model.name, loop);
     }
-    this.addRoutes();
-    runtime.onStop(() => this.close());
+    this.routes = new ControlRouter(ctx.controlToken);
+    this.addRoutes(this.routes);
+  }
+
+  /** Whether the model's loop is collecting episodes and stepping (a mirror never loads weights over those). */
+  trainsLocally(model: string): boolean {
+    return this.loops.get(model)?.state().status === 'running';
   }
 
   async startAll(): Promise<void> {
@@ -73,12 +81,12 @@ export class TrainingService {
     return loop;
   }
 
+  /** Resolves once every step under way has completed. */
   async close(): Promise<void> {
     await Promise.allSettled([...this.loops.values()].map((loop) => loop.stop()));
   }
 
-  private addRoutes(): void {
-    const { control } = this.options.runtime;
+  private addRoutes(control: ControlRouter): void {
     control.get('/api/models/:name/training', (_req, res, { params }) => sendJson(res, 200, this.loop(params.name).state()));
     control.post('/api/models/:name/training', async (req, res, { params }) => {
       const loop = this.loop(params.name);
@@ -130,13 +138,13 @@ export class TrainingService {
       });
       // Headers are out: a failure from here on can only cut the download short (the client sees it incomplete).
       await pipeline(Readable.from(tarArchive(entries)), res).catch((err: unknown) => {
-        this.options.runtime.log.warn('checkpoint download cut short', { model, step, error: String(err) });
+        this.ctx.log.warn('checkpoint download cut short', { model, step, error: String(err) });
       });
     });
   }
 
   private checkpoints(name: string) {
-    return listCheckpoints(checkpointsDir(this.options.runtime.paths.dataDir, this.loop(name).model.name));
+    return listCheckpoints(checkpointsDir(this.ctx.paths.dataDir, this.loop(name).model.name));
   }
 }
 
@@ -150,8 +158,13 @@ function parseLimit(raw: string | null): number {
 }
 
 /** Creates the service (routes registered) and, unless told otherwise, starts every model's loop. */
-export async function startTrainingService(options: TrainingServiceOptions): Promise<TrainingService> {
-  const service = new TrainingService(options);
-  if (options.autoStart ?? true) await service.startAll();
+export async function startTrainingService(ctx: PeerContext, options: TrainingServiceOptions): Promise<TrainingService> {
+  const service = new TrainingService(ctx, options);
+  try {
+    if (options.autoStart ?? true) await service.startAll();
+  } catch (err) {
+    await service.close();
+    throw err;
+  }
   return service;
 }
