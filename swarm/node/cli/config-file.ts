@@ -13,6 +13,7 @@
  *       name: tiny             # default: builtin name or folder name
  *       aliases: [gpt-4o-mini] # other names clients may send as `model`
  *       poolLimit: 64          # episodes at once on this model
+ *       drainTimeoutS: 60      # before an update, how long episodes in flight may take before they are aborted
  *   aliases:                   # more aliases: NAME: MODEL
  *     default: tiny
  *
@@ -40,6 +41,8 @@ const modelEntrySchema = z
     name: z.string().min(1).optional(),
     aliases: z.array(z.string().min(1)).optional(),
     poolLimit: z.number().int().positive().optional(),
+    // Up to a day: an update held longer than that is a run that has stopped training.
+    drainTimeoutS: z.number().positive().max(86_400).optional(),
   })
   .strict();
 

@@ -4,24 +4,21 @@
  *   POST /swarm/v1/episodes/:id/end      { reward, success?, metrics? } → stored (one transaction) before the answer
  *   POST /swarm/v1/episodes/:id/abort    { reason } → never trained on
  *   GET  /swarm/v1/status                engine state, pool, step and policy version per model
- * Auth: the control token, or a client key (mintClientKey). Answers: 404 unknown model or episode, 409 episode
+ * Auth: the control token, or a client key (swarm-auth.ts: in its own client's name, on its own episodes). Answers: 404 unknown model or episode, 409 episode
  * over (late results are refused), 429 pool full, 503 + Retry-After while the model drains or updates.
  */
-import type { IncomingMessage } from 'node:http';
 import {
   abortEpisodeRequestSchema,
   createEpisodeRequestSchema,
   endEpisodeRequestSchema,
   type SwarmStatusResponse,
 } from '../../common/swarm-api.ts';
-import { bearerToken, tokensEqual } from '../control/auth.ts';
-import { unauthorized } from '../http/errors.ts';
 import { readValidated, sendJson } from '../http/respond.ts';
 import { Router } from '../http/router.ts';
 import type { ModelHost } from '../models/model-host.ts';
 import type { EpisodeService } from './episode-service.ts';
 import { withEpisodeErrors } from './http-errors.ts';
-import { verifyClientKey } from './keys.ts';
+import { clientForNewEpisode, requireOwnEpisode, swarmAuthorizer } from './swarm-auth.ts';
 
 /** Episode payloads are small; results with big metrics still fit. */
 const SWARM_BODY_LIMIT = 1024 * 1024;
@@ -32,31 +29,31 @@ export interface SwarmRoutesOptions {
   controlToken: string;
   secret: string;
   nodeId: string;
+  /** The client's current key generation (store/client-keys.ts). */
+  generationOf: (client: string) => number;
+  /** The client an episode was begun for: null when none, undefined when there is no such episode. */
+  clientOf: (episodeId: string) => string | null | undefined;
 }
 
 export function createSwarmRouter(options: SwarmRoutesOptions): Router {
-  const authorize = (req: IncomingMessage): void => {
-    const given = bearerToken(req);
-    if (!given) throw unauthorized('missing bearer token; send the control token or a client key (agentjet client-key NAME)');
-    if (tokensEqual(given, options.controlToken) || verifyClientKey(options.secret, given)) return;
-    throw unauthorized('invalid token for /swarm/v1: not this peer\'s control token or one of its client keys');
-  };
+  const authorize = swarmAuthorizer(options);
   const router = new Router();
 
   router.post('/swarm/v1/episodes', async (req, res) => {
-    authorize(req);
+    const caller = authorize(req);
     const body = await readValidated(req, createEpisodeRequestSchema, SWARM_BODY_LIMIT);
-    sendJson(res, 201, await withEpisodeErrors(() => options.episodes.create(body)));
+    const client = clientForNewEpisode(caller, body.client);
+    sendJson(res, 201, await withEpisodeErrors(() => options.episodes.create({ ...body, client })));
   });
 
   router.post('/swarm/v1/episodes/:id/end', async (req, res, ctx) => {
-    authorize(req);
+    requireOwnEpisode(authorize(req), ctx.params.id, options.clientOf(ctx.params.id));
     const body = await readValidated(req, endEpisodeRequestSchema, SWARM_BODY_LIMIT);
     sendJson(res, 200, await withEpisodeErrors(() => options.episodes.end(ctx.params.id, body)));
   });
 
   router.post('/swarm/v1/episodes/:id/abort', async (req, res, ctx) => {
-    authorize(req);
+    requireOwnEpisode(authorize(req), ctx.params.id, options.clientOf(ctx.params.id));
     const body = await readValidated(req, abortEpisodeRequestSchema, SWARM_BODY_LIMIT);
     sendJson(res, 200, await withEpisodeErrors(() => options.episodes.abort(ctx.params.id, body.reason)));
   });

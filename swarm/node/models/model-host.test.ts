@@ -74,3 +74,37 @@ describe('resolveModelSpecs', () => {
     expect(() => resolveModelSpecs([{ source: '/no/such/model/folder' }])).toThrow(ModelSpecError);
   });
 });
+
+describe('a bounded drain', () => {
+  it('hands the episodes still in flight after drainTimeoutS to its listeners, then resolves once they are out', async () => {
+    const m = new HostedModel({ name: 'tiny', source: { kind: 'builtin', name: 'tiny' }, aliases: [], poolLimit: 4, drainTimeoutS: 0.05 });
+    m.setState('idle');
+    m.admitEpisode('quick');
+    m.admitEpisode('idle-1');
+    m.admitEpisode('idle-2');
+    const overdue: string[][] = [];
+    m.onDrainOverdue((ids) => {
+      overdue.push(ids);
+      for (const id of ids) m.releaseEpisode(done(id, 'aborted'));
+    });
+    const draining = m.drain();
+    m.releaseEpisode(done('quick'));
+    await draining;
+    expect(overdue).toEqual([['idle-1', 'idle-2']]);
+    expect(m.pool.active).toBe(0);
+  });
+
+  it('tells no one when every episode finished in time', async () => {
+    const m = new HostedModel({ name: 'tiny', source: { kind: 'builtin', name: 'tiny' }, aliases: [], poolLimit: 4, drainTimeoutS: 0.05 });
+    m.setState('idle');
+    m.admitEpisode('a');
+    let told = false;
+    m.onDrainOverdue(() => (told = true));
+    const draining = m.drain();
+    m.releaseEpisode(done('a'));
+    await draining;
+    // A later drain with nothing in flight resolves at once and schedules nothing.
+    await m.drain();
+    expect(told).toBe(false);
+  });
+});

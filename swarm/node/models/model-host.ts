@@ -28,6 +28,12 @@ export type EngineState = ModelStatus['engineState'];
 /** Episodes per model at once, unless configured: enough for a few GRPO groups in flight. */
 export const DEFAULT_POOL_LIMIT = 64;
 
+/**
+ * How long a drain waits for the episodes in flight before the stragglers are aborted, unless configured: long
+ * enough for an agent's slow tool call, short enough that one idle episode cannot hold every other agent at 503.
+ */
+export const DEFAULT_DRAIN_TIMEOUT_S = 60;
+
 /** What a finished episode tells the training loop. Rewards and timelines are in the store by then (same transaction). */
 export interface EpisodeDone {
   episodeId: string;
@@ -72,6 +78,8 @@ export interface HostedModelSpec {
   source: ModelSource;
   aliases: string[];
   poolLimit: number;
+  /** How long a drain waits for the episodes in flight (default DEFAULT_DRAIN_TIMEOUT_S). */
+  drainTimeoutS?: number;
 }
 
 export class HostedModel {
@@ -86,8 +94,9 @@ export class HostedModel {
   /** Optimizer steps done by this peer's training loop. */
   step = 0;
   readonly pool: { active: number; limit: number };
+  readonly drainTimeoutS: number;
   private readonly activeEpisodes = new Set<string>();
-  private readonly events = new EventEmitter<{ done: [EpisodeDone]; state: [EngineState]; empty: [] }>();
+  private readonly events = new EventEmitter<{ done: [EpisodeDone]; state: [EngineState]; empty: []; overdue: [string[]] }>();
   private loaded: { engine: TrainerEngine; tokenizer: Tokenizer; template: ChatTemplate } | undefined;
 
   constructor(spec: HostedModelSpec) {
@@ -95,6 +104,7 @@ export class HostedModel {
     this.aliases = spec.aliases;
     this.source = spec.source;
     this.pool = { active: 0, limit: spec.poolLimit };
+    this.drainTimeoutS = spec.drainTimeoutS ?? DEFAULT_DRAIN_TIMEOUT_S;
   }
 
   get engine(): TrainerEngine {
@@ -171,10 +181,26 @@ export class HostedModel {
     if (this.pool.active === 0) this.events.emit('empty');
   }
 
-  /** Stops admitting episodes ('draining') and resolves once every in-flight episode has ended or been aborted. */
+  /**
+   * Stops admitting episodes ('draining') and resolves once every in-flight episode has ended or been aborted. Those
+   * still in flight after `drainTimeoutS` are handed to the onDrainOverdue listeners (the episode service aborts
+   * them), so a drain is bounded.
+   */
   async drain(): Promise<void> {
     this.setState('draining');
-    await this.whenNoEpisodes();
+    if (this.pool.active === 0) return;
+    const timer = setTimeout(() => this.events.emit('overdue', [...this.activeEpisodes]), this.drainTimeoutS * 1000);
+    try {
+      await this.whenNoEpisodes();
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  /** Episodes a drain waited for longer than `drainTimeoutS`. */
+  onDrainOverdue(listener: (episodeIds: string[]) => void): () => void {
+    this.events.on('overdue', listener);
+    return () => this.events.off('overdue', listener);
   }
 
   whenNoEpisodes(): Promise<void> {

@@ -13,6 +13,7 @@ export interface ModelEntry {
   name?: string;
   aliases?: string[];
   poolLimit?: number;
+  drainTimeoutS?: number;
 }
 
 const NAME_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}$/;
@@ -43,6 +44,7 @@ export function resolveModelSpecs(entries: ModelEntry[], aliases: string[] = [],
       source,
       aliases: [...(entry.aliases ?? [])],
       poolLimit: entry.poolLimit ?? DEFAULT_POOL_LIMIT,
+      ...(entry.drainTimeoutS === undefined ? {} : { drainTimeoutS: entry.drainTimeoutS }),
     };
   });
   for (const alias of aliases) {

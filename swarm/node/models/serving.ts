@@ -15,6 +15,8 @@ import { createGateway, type Gateway } from '../gateway/gateway.ts';
 import type { Router } from '../http/router.ts';
 import { sendJson } from '../http/respond.ts';
 import type { PeerContext, ServiceHandle } from '../services.ts';
+import { clientKeyGeneration } from '../store/client-keys.ts';
+import { getEpisode } from '../store/episodes.ts';
 import { ModelHost, type EngineStarter, type HostedModelSpec, type TokenizerLoader } from './model-host.ts';
 import { startWorkerEngine } from './start-engine.ts';
 
@@ -58,6 +60,11 @@ export async function startServing(ctx: PeerContext, init: ServingInit): Promise
     controlToken: ctx.controlToken,
     secret: ctx.identity.secret,
     nodeId: ctx.identity.nodeId,
+    generationOf: (client) => clientKeyGeneration(ctx.db, client),
+    clientOf: (episodeId) => {
+      const episode = getEpisode(ctx.db, episodeId);
+      return episode ? (episode.client ?? null) : undefined;
+    },
   });
 
   const routes = new ControlRouter(ctx.controlToken);
@@ -80,6 +87,18 @@ export async function startServing(ctx: PeerContext, init: ServingInit): Promise
   }
   for (const model of models.models) {
     log.info('model ready', { model: model.name, state: model.state, backend: model.status().backend, policyVersion: model.policyVersion });
+    // A drain is bounded: episodes still out when it times out are aborted, and their agents get 409 on the next call.
+    model.onDrainOverdue((episodeIds) => {
+      const reason = `drain_timeout: no result within ${model.drainTimeoutS} s while the model waited to update`;
+      for (const id of episodeIds) {
+        try {
+          episodes.abort(id, reason);
+        } catch {
+          // It ended in the meantime: nothing to abort.
+        }
+      }
+      log.warn('aborted episodes that held an update', { model: model.name, episodes: episodeIds.length });
+    });
   }
   return {
     name: 'serving',

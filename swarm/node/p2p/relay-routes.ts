@@ -10,10 +10,10 @@ import {
   endEpisodeRequestSchema,
   type SwarmStatusResponse,
 } from '../../common/swarm-api.ts';
-import { bearerToken, tokensEqual } from '../control/auth.ts';
-import { verifyClientKey } from '../episodes/keys.ts';
+import { bearerToken } from '../control/auth.ts';
 import { withEpisodeErrors } from '../episodes/http-errors.ts';
-import { HttpError, badRequest, unauthorized } from '../http/errors.ts';
+import { clientForNewEpisode, requireOwnEpisode, swarmAuthorizer } from '../episodes/swarm-auth.ts';
+import { HttpError, badRequest } from '../http/errors.ts';
 import { readBody, readValidated, sendJson } from '../http/respond.ts';
 import { Router, type RouteContext } from '../http/router.ts';
 import type { Mount } from '../http/server.ts';
@@ -35,6 +35,8 @@ export interface RelayInit {
   controlToken: string;
   secret: string;
   nodeId: string;
+  /** The client's current key generation (store/client-keys.ts). */
+  generationOf: (client: string) => number;
   gatewayUrl: () => string;
   log: Logger;
 }
@@ -56,21 +58,6 @@ export function relayMounts(init: RelayInit): Mount[] {
     { prefix: '/swarm/v1/status', router: statusWithSwarmModels(init), errorShape: 'api' },
     { prefix: '/v1/chat/completions', router: chatRelay(init, delegate(init.serving.gatewayRouter)), errorShape: 'openai' },
   ];
-}
-
-/** The same rule as the local /swarm/v1: the control token or one of this peer's client keys. */
-function swarmAuthorizer(init: RelayInit) {
-  return (req: IncomingMessage): void => {
-    const given = bearerToken(req);
-    if (!given)
-      throw unauthorized(
-        'missing bearer token; send the control token or a client key (agentjet client-key NAME)',
-      );
-    if (tokensEqual(given, init.controlToken) || verifyClientKey(init.secret, given)) return;
-    throw unauthorized(
-      "invalid token for /swarm/v1: not this peer's control token or one of its client keys",
-    );
-  };
 }
 
 /**
@@ -119,13 +106,14 @@ function episodesRelay(
   const authorize = swarmAuthorizer(init);
   const router = new Router();
   router.post('/swarm/v1/episodes', async (req, res) => {
-    authorize(req);
+    const caller = authorize(req);
     const body = await readValidated(req, createEpisodeRequestSchema, EPISODE_BODY_LIMIT);
+    const client = clientForNewEpisode(caller, body.client);
     if (init.serving.models.find(body.model)) {
-      sendJson(res, 201, await withEpisodeErrors(() => init.serving.episodes.create(body)));
+      sendJson(res, 201, await withEpisodeErrors(() => init.serving.episodes.create({ ...body, client })));
       return;
     }
-    const episode = await init.remote.begin(body);
+    const episode = await init.remote.begin({ ...body, client });
     sendJson(res, 201, {
       episodeId: episode.episodeId,
       baseUrl: init.gatewayUrl(),
@@ -138,7 +126,7 @@ function episodesRelay(
     const episode = init.remote.findById(ctx.params.id);
     if (!episode || (ctx.params.action !== 'end' && ctx.params.action !== 'abort'))
       return localHandler(req, res, ctx);
-    authorize(req);
+    requireOwnEpisode(authorize(req), episode.episodeId, episode.client);
     if (ctx.params.action === 'end') {
       const body = await readValidated(req, endEpisodeRequestSchema, EPISODE_BODY_LIMIT);
       sendJson(res, 200, await init.remote.end(episode, { ...body }));

@@ -44,6 +44,8 @@ export interface RemoteEpisode {
   apiKey: string;
   peerId: string;
   model: string;
+  /** The client it was begun for here (only that client's key may end or abort it); null when none. */
+  client: string | null;
   /** Set once the server peer is gone: why. */
   gone?: string;
 }
@@ -165,6 +167,7 @@ export class RemoteEpisodes {
         apiKey: String(result.apiKey),
         peerId,
         model: String(result.model),
+        client: request.client ?? null,
       };
       this.remember(episode);
       return { ...episode, policyVersion: Number(result.policyVersion) };

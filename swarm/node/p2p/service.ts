@@ -14,6 +14,7 @@ import { notFound } from '../http/errors.ts';
 import { sendJson } from '../http/respond.ts';
 import type { Serving } from '../models/serving.ts';
 import type { PeerContext, ServiceHandle } from '../services.ts';
+import { clientKeyGeneration } from '../store/client-keys.ts';
 import { relayMounts } from './relay-routes.ts';
 import { RemoteEpisodes } from './remote-episodes.ts';
 import { serveSwarmProtocols } from './server-side.ts';
@@ -67,6 +68,7 @@ async function serveOnNode(ctx: PeerContext, deps: P2pDeps, settings: ResolvedP2
     controlToken: ctx.controlToken,
     secret: ctx.identity.secret,
     nodeId: ctx.identity.nodeId,
+    generationOf: (client) => clientKeyGeneration(ctx.db, client),
     gatewayUrl,
     log,
   });

@@ -6,6 +6,7 @@
 import { mkdirSync } from 'node:fs';
 import { ControlRouter } from '../control/routes.ts';
 import { mintClientKey } from '../episodes/keys.ts';
+import { clientKeyGeneration } from '../store/client-keys.ts';
 import type { PeerContext, ServiceHandle } from '../services.ts';
 import { EpisodeApi } from './episode-api.ts';
 import { addClientRoutes } from './routes.ts';
@@ -19,8 +20,10 @@ export function startClientRunner(ctx: PeerContext): ClientRunnerService {
   mkdirSync(ctx.paths.scripts, { recursive: true });
   // The swarm protocol sits beside the control API on the same origin; known once the server listens.
   const swarmUrl = () => ctx.urls().api.replace(/\/api$/, '/swarm/v1');
+  // Minted per request in the client's current generation: a revocation never locks the peer's own runner out.
+  const keyOf = (client: string) => mintClientKey(ctx.identity.secret, client, { generation: clientKeyGeneration(ctx.db, client) });
   const runner = new ClientRunner({
-    api: new EpisodeApi(swarmUrl, (client) => mintClientKey(ctx.identity.secret, client)),
+    api: new EpisodeApi(swarmUrl, keyOf),
     dataDir: ctx.paths.dataDir,
     scriptsDir: ctx.paths.scripts,
     db: ctx.db,
@@ -28,6 +31,6 @@ export function startClientRunner(ctx: PeerContext): ClientRunnerService {
     broadcast: (event) => ctx.publish(event),
   });
   const routes = new ControlRouter(ctx.controlToken);
-  addClientRoutes(routes, { runner, mintClientKey: (name) => mintClientKey(ctx.identity.secret, name), swarmUrl });
+  addClientRoutes(routes, { runner, mintClientKey: keyOf, swarmUrl });
   return { name: 'runner', runner, routes, close: () => runner.close() };
 }

@@ -178,4 +178,18 @@ export const migrations: Migration[] = [
       db.exec(EPISODE_TEXT_BACKFILL_SQL);
     },
   },
+  {
+    version: 6,
+    name: 'client key generations (revocation)',
+    up: (db) => {
+      // A client's keys carry the generation they were minted in; raising it revokes every key minted before.
+      db.exec(`
+        CREATE TABLE client_keys (
+          client TEXT PRIMARY KEY,
+          generation INTEGER NOT NULL,
+          revoked_at TEXT
+        );
+      `);
+    },
+  },
 ];
