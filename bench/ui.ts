@@ -8,9 +8,9 @@
  *
  *   npm run bench -- ui [--json] [--episodes N] [--tokens N] [--ui-root DIR]
  *
- * Fixture, not test: the episodes are seeded straight through the store's functions (swarm/node/store/episodes.ts)
- * in one transaction, which is how 100,000 of them are made in seconds; the UI only ever reads them over the
- * control API. Needs the built UI (`npm run build:ui`) and Chromium at /usr/bin/chromium.
+ * Fixture, not test: the episodes are seeded straight through the store's write functions
+ * (swarm/node/store/episodes.ts) in one transaction, which is how 100,000 of them are made in seconds; the UI only
+ * ever reads them over the control API. Needs the built UI (`npm run build:ui`) and Chromium at /usr/bin/chromium.
  */
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -20,9 +20,8 @@ import type { Database } from 'better-sqlite3';
 import { chromium, type Page } from 'playwright-core';
 import { toMergeCalls, type CallRecord } from '../swarm/common/timeline/call.ts';
 import { mergeTimelines } from '../swarm/common/timeline/merge.ts';
-import { addUiRoutes } from '../swarm/node/control/ui-routes.ts';
 import { PeerRuntime } from '../swarm/node/runtime.ts';
-import { endEpisode, insertEpisode } from '../swarm/node/store/episodes.ts';
+import { endEpisode, insertEpisode, updateEpisodeState } from '../swarm/node/store/episodes.ts';
 import { CHROMIUM_ARGS, CHROMIUM_PATH as CHROMIUM } from '../e2e/support/chromium.ts';
 import { formatTable, type BenchContext } from './report.ts';
 
@@ -39,16 +38,15 @@ function option(args: string[], name: string): string | undefined {
 }
 
 /**
- * Episodes over a few models, tasks and scripts, a second apart: inserted one by one with the store's own
- * insertEpisode, then given their outcomes in one statement (ending each through updateEpisodeState would re-read
- * every row and take a minute on a small machine).
+ * Episodes over a few models, tasks and scripts, a second apart, each given its outcome (trained, every 17th
+ * aborted) without calls: the list view needs rows, not token arrays.
  */
 export function seedEpisodes(db: Database, count: number): void {
   const start = Date.UTC(2026, 0, 1);
   db.transaction(() => {
     for (let i = 0; i < count; i++) {
       const id = `ep-${String(i).padStart(7, '0')}`;
-      insertEpisode(db, {
+      const { createdAt } = insertEpisode(db, {
         id,
         model: i % 3 === 0 ? 'qwen-small' : 'tiny',
         taskId: `task-${i % 500}`,
@@ -58,11 +56,12 @@ export function seedEpisodes(db: Database, count: number): void {
         scriptHash: `h${(i % 4).toString(16).padStart(15, '0')}`,
         createdAt: new Date(start + i * 1000).toISOString(),
       });
+      updateEpisodeState(db, id, {
+        state: (i + 1) % 17 === 0 ? 'aborted' : 'trained',
+        reward: ((i + 1) % 5) / 4,
+        endedAt: createdAt,
+      });
     }
-    db.prepare(
-      `UPDATE episodes SET state = CASE WHEN rowid % 17 = 0 THEN 'aborted' ELSE 'trained' END, reward = (rowid % 5) / 4.0, ended_at = created_at
-       WHERE id LIKE 'ep-%'`,
-    ).run();
   })();
 }
 
@@ -237,8 +236,6 @@ export default async function uiBench(ctx: BenchContext): Promise<Record<string,
     throw new Error(`no built UI in ${uiRoot}: run npm run build:ui first`);
   const dataDir = mkdtempSync(join(tmpdir(), 'agentjet-bench-ui-'));
   const runtime = await PeerRuntime.start({ dataDir, port: 0, uiRoot, consoleLogLevel: 'warn' });
-  // The UI's search and run-savings routes; where the runtime already registers them, its own (first) ones answer.
-  addUiRoutes(runtime.control, runtime.db, runtime.serving.models);
   const browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS });
   try {
     let t = performance.now();

@@ -132,8 +132,12 @@ export interface TrainStepSummary {
   rewardMean: number;
   /** Population standard deviation of the batch's rewards (absent on steps stored before it was recorded). */
   rewardStd?: number;
-  /** Share of the batch's episodes with full reward (≥ 1). */
-  successRate?: number;
+  /**
+   * Share of the batch's episodes whose own `success` flag (reported at `end` by the agent or grader) is true; an
+   * episode without a flag counts as not successful. Null when no episode of the batch reported one; absent on
+   * steps stored before it was recorded. Steps stored before this meaning hold the share with reward ≥ 1.
+   */
+  successRate?: number | null;
   /** Tokens the batch would hold with one sample per LLM call (naive), against `metrics.tokens` merged. */
   naiveTokens?: number;
   metrics: Omit<TrainMetrics, 'policyVersion'>;

@@ -25,6 +25,7 @@ import type { ClientRunner } from './runner/runner.ts';
 import { startClientRunner } from './runner/service.ts';
 import { NotListeningError, ServiceSet, type PeerContext, type PeerUrls } from './services.ts';
 import { openStore, schemaVersion } from './store/db.ts';
+import { countEpisodes, recordRunStart, recordRunStop } from './store/peer-runs.ts';
 import { resolveTrainingConfig, type TrainingConfig } from './training/config.ts';
 import { startTrainingService, type TrainingService } from './training/service.ts';
 import { sqliteTrainingStore } from './training/sqlite-training-store.ts';
@@ -206,9 +207,7 @@ export class PeerRuntime {
     this.port = await listen(this.server, this.options.port, this.options.host);
     const base = `http://${this.options.host}:${this.port}`;
     this.listening = { api: `${base}/api`, gateway: `${base}/v1`, ui: `${base}/#token=${this.token}` };
-    this.db
-      .prepare('INSERT INTO runs (id, started_at, version, args) VALUES (?, ?, ?, ?)')
-      .run(this.runId, this.startedAt.toISOString(), APP_VERSION, JSON.stringify(process.argv.slice(2)));
+    recordRunStart(this.db, { id: this.runId, startedAt: this.startedAt.toISOString(), version: APP_VERSION, args: process.argv.slice(2) });
     this.writeControlFile();
     this.log.info('peer started', { nodeId: this.identity.nodeId, port: this.port });
   }
@@ -233,18 +232,13 @@ export class PeerRuntime {
       backend: null,
       urls: this.listening!,
       models: [],
-      store: { path: this.paths.store, schemaVersion: schemaVersion(this.db), episodes: this.countEpisodes() },
+      store: { path: this.paths.store, schemaVersion: schemaVersion(this.db), episodes: countEpisodes(this.db) },
       p2p: { enabled: false, peerId: null, peers: 0, swarm: null },
     };
     this.services.status(status);
     return status;
   }
 
-  private countEpisodes(): number {
-    const table = this.db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'episodes'").get();
-    if (!table) return 0;
-    return (this.db.prepare('SELECT COUNT(*) AS n FROM episodes').get() as { n: number }).n;
-  }
 
   /** Closes the services one at a time, the last started first, then the HTTP server and SQLite; safe twice. */
   stop(): Promise<void> {
@@ -263,7 +257,7 @@ export class PeerRuntime {
       });
     }
     if (this.db.open) {
-      this.db.prepare('UPDATE runs SET stopped_at = ? WHERE id = ?').run(new Date().toISOString(), this.runId);
+      recordRunStop(this.db, this.runId);
       this.db.close();
     }
     rmSync(this.paths.control, { force: true });

@@ -1,13 +1,10 @@
 /** `agentjet episodes list | show ID | export ID [--out FILE]`: the running peer's episodes, from its store. */
 import { writeFileSync } from 'node:fs';
-import type { EpisodeExport, EpisodeMeta } from '../../common/timeline/export.ts';
-import type { CallRecord } from '../../common/timeline/call.ts';
-import { UsageError, type Command } from './command.ts';
+import type { EpisodeExport } from '../../common/timeline/export.ts';
+import { EPISODE_PAGE_DEFAULT, EPISODE_PAGE_MAX, type EpisodePage } from '../store/episode-list.ts';
+import type { EpisodeDetail } from '../store/episode-reads.ts';
+import { parsePositiveInt, UsageError, type Command } from './command.ts';
 import { dataDirOption, dataDirUsage, PeerClient } from './peer-client.ts';
-
-interface EpisodeListItem extends EpisodeMeta {
-  calls: number;
-}
 
 export const episodesCommand: Command = {
   name: 'episodes',
@@ -21,7 +18,7 @@ export const episodesCommand: Command = {
 Options:
 ${dataDirUsage}
   --model M         list: only this model's episodes
-  --limit N         list: at most N (default 50)
+  --limit N         list: at most N (default ${EPISODE_PAGE_DEFAULT}, at most ${EPISODE_PAGE_MAX})
   --out FILE        export: write to FILE instead of stdout
   --naive           export: one timeline per call (for comparison) instead of merged
   --json            list/show: print JSON`,
@@ -39,11 +36,12 @@ ${dataDirUsage}
       if (id !== undefined) throw new UsageError(`list takes no argument, got "${id}"`);
       const query = new URLSearchParams();
       if (values.model) query.set('model', values.model as string);
-      if (values.limit) {
-        if (!/^\d+$/.test(values.limit as string)) throw new UsageError(`--limit must be a whole number, got "${values.limit}"`);
-        query.set('limit', values.limit as string);
+      if (values.limit !== undefined) {
+        const limit = parsePositiveInt('--limit', values.limit as string, EPISODE_PAGE_DEFAULT);
+        if (limit > EPISODE_PAGE_MAX) throw new UsageError(`--limit must be at most ${EPISODE_PAGE_MAX}, got ${limit}`);
+        query.set('limit', String(limit));
       }
-      const page = await PeerClient.fromDataDir(values).get<{ episodes: EpisodeListItem[]; total: number }>(`/episodes?${query}`);
+      const page = await PeerClient.fromDataDir(values).get<EpisodePage>(`/episodes?${query}`);
       if (values.json) {
         process.stdout.write(JSON.stringify(page, null, 2) + '\n');
         return 0;
@@ -59,7 +57,7 @@ ${dataDirUsage}
     const client = PeerClient.fromDataDir(values);
     const path = `/episodes/${encodeURIComponent(id)}`;
     if (sub === 'show') {
-      const shown = await client.get<{ episode: EpisodeMeta; calls: CallRecord[] }>(path);
+      const shown = await client.get<EpisodeDetail>(path);
       if (values.json) {
         process.stdout.write(JSON.stringify(shown, null, 2) + '\n');
         return 0;

@@ -12,7 +12,8 @@ import type { CreateEpisodeResponse } from '../../common/swarm-api.ts';
 import { episodeExportSchema } from '../../common/timeline/export.ts';
 import { openStore } from '../store/db.ts';
 import { readConfigFile, type ConfigFileError } from './config-file.ts';
-import { getCalls, getEpisode, getTimelines } from '../store/episodes.ts';
+import { listEpisodes } from '../store/episode-list.ts';
+import { getCalls, getTimelines } from '../store/episode-reads.ts';
 import { runCli, startPeerProcess } from '../cli/peer-process.ts';
 
 const dirs: string[] = [];
@@ -103,8 +104,8 @@ describe('agentjet serve with builtin:tiny', () => {
     }
     const db = openStore(join(dataDir, 'agentjet.sqlite'));
     try {
-      const [stored] = db.prepare("SELECT id FROM episodes WHERE task_id = 'durable'").all() as { id: string }[];
-      expect(getEpisode(db, stored.id)).toMatchObject({ state: 'ended', reward: 1 });
+      const { episodes: [stored] } = listEpisodes(db, { taskId: 'durable' });
+      expect(stored).toMatchObject({ state: 'ended', reward: 1 });
       expect(getCalls(db, stored.id)).toHaveLength(1);
       expect(getTimelines(db, stored.id)!.timelines).toHaveLength(1);
     } finally {

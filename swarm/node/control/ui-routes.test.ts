@@ -1,150 +1,122 @@
+/**
+ * The UI's read routes over real HTTP, beside the episode API they mirror: same page shape for search and list,
+ * the merge view's document equal to the export but for the calls' bodies, and the answers to bad requests.
+ */
+import type { Server } from 'node:http';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { Database } from 'better-sqlite3';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import type { CallRecord } from '../../common/timeline/call.ts';
-import { mergeTimelines, type MergeCall } from '../../common/timeline/merge.ts';
-import { openStore } from '../store/db.ts';
-import { endEpisode, insertEpisode } from '../store/episodes.ts';
-import { mergeViewDocument, runSavings, searchEpisodes } from './ui-routes.ts';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadTokenizer } from '../../../worker/node/load-tokenizer.ts';
+import type { ApiErrorBody, RunSavings } from '../../common/api.ts';
+import type { EpisodeExport } from '../../common/timeline/export.ts';
+import { addEpisodeControlRoutes } from '../episodes/control-routes.ts';
+import { createHttpServer, listen } from '../http/server.ts';
+import { createLogger } from '../log.ts';
+import { ModelHost } from '../models/model-host.ts';
+import { startWorkerEngine } from '../models/start-engine.ts';
+import type { EpisodePage } from '../store/episode-list.ts';
+import { insertEpisode } from '../store/episodes.ts';
+import { storeEndedEpisode, tempStore } from '../store/testing/episodes.ts';
+import { ControlRouter } from './routes.ts';
+import { addUiRoutes } from './ui-routes.ts';
 
-let dir: string;
-let db: Database;
+const TOKEN = 'test-token';
+const store = tempStore('ui-routes');
+const uiRoot = mkdtempSync(join(tmpdir(), 'agentjet-ui-root-'));
+let server: Server;
+let base: string;
 
-beforeEach(() => {
-  dir = mkdtempSync(join(tmpdir(), 'agentjet-ui-routes-'));
-  db = openStore(join(dir, 'store.sqlite'));
+beforeAll(async () => {
+  storeEndedEpisode(store.db, 'ep-01', 'tiny', 'arith-7', 'calc-agent');
+  storeEndedEpisode(store.db, 'ep-02', 'tiny', 'spell-1', 'echo');
+  storeEndedEpisode(store.db, 'ep-03', 'big', 'arith-9', 'echo');
+  insertEpisode(store.db, { id: 'ep-04', model: 'tiny', taskId: 'arith-live', kind: 'train', policyVersion: 1 });
+  // A model host with no models: every export falls back to byte spellings, as for a model no longer hosted.
+  const models = new ModelHost({ startEngine: startWorkerEngine, loadTokenizer });
+  const control = new ControlRouter(TOKEN);
+  addEpisodeControlRoutes(control, store.db, models);
+  addUiRoutes(control, store.db, models);
+  server = createHttpServer({
+    mounts: () => [{ prefix: '/api', router: control, errorShape: 'api' }],
+    uiRoot,
+    log: createLogger({ consoleLevel: 'silent' }),
+  });
+  base = `http://127.0.0.1:${await listen(server, 0, '127.0.0.1')}/api`;
 });
 
-afterEach(() => {
-  db.close();
-  rmSync(dir, { recursive: true, force: true });
+afterAll(async () => {
+  await new Promise((resolve) => server.close(resolve));
+  store.close();
+  rmSync(uiRoot, { recursive: true, force: true });
 });
 
-/** An ended two-call episode whose second call extends the first: naive 5+2+7+2 = 16 tokens, merged 9. */
-function endedEpisode(id: string, model: string, taskId: string, client: string) {
-  insertEpisode(db, {
-    id,
-    model,
-    taskId,
-    kind: 'train',
-    policyVersion: 1,
-    client,
-    createdAt: `2026-01-01T00:00:${id.slice(-2)}Z`,
-  });
-  const calls = [
-    {
-      callId: `${id}-a`,
-      promptIds: [1, 2, 3, 4, 5],
-      generatedIds: [6, 7],
-      generatedLogprobs: [-0.1, -0.2],
-      policyVersion: 1,
-    },
-    {
-      callId: `${id}-b`,
-      promptIds: [1, 2, 3, 4, 5, 6, 7],
-      generatedIds: [8, 9],
-      generatedLogprobs: [-0.1, -0.2],
-      policyVersion: 1,
-    },
-  ];
-  endEpisode(db, id, {
-    reward: 1,
-    calls: calls.map((c, index) => callRecord(c, index)),
-    merge: mergeTimelines(calls, 'merged'),
-  });
+async function get<T>(path: string, token = TOKEN): Promise<{ status: number; body: T }> {
+  const res = await fetch(`${base}${path}`, { headers: { authorization: `Bearer ${token}` } });
+  return { status: res.status, body: (await res.json()) as T };
 }
 
-function callRecord(call: MergeCall, index: number): CallRecord {
-  const time = '2026-01-01T00:00:00Z';
-  return {
-    callId: call.callId,
-    index,
-    agentKey: 'agent',
-    messages: [{ role: 'user', content: 'hello' }],
-    tools: null,
-    promptIds: [...call.promptIds],
-    generatedIds: [...call.generatedIds],
-    logprobs: [...call.generatedLogprobs],
-    assistantMessage: { role: 'assistant', content: 'hi' },
-    finishReason: 'stop',
-    policyVersion: 1,
-    timings: { startedAt: time, firstTokenAt: null, endedAt: time },
-    splice: { assistantTurns: 0, splicedTurns: 0, driftPreventedTurns: 0, turns: [] },
-  };
-}
-
-describe('UI search over episodes', () => {
-  it('matches id, task, model and client text, case-insensitively, with the list page shape', () => {
-    endedEpisode('ep-01', 'tiny', 'arith-7', 'calc-agent');
-    endedEpisode('ep-02', 'tiny', 'spell-1', 'echo');
-    endedEpisode('ep-03', 'big', 'arith-9', 'echo');
-    const arith = searchEpisodes(db, { q: 'ARITH', limit: 50, offset: 0 });
-    expect(arith.total).toBe(2);
-    expect(arith.episodes.map((e) => e.id)).toEqual(['ep-03', 'ep-01']);
-    expect(arith.episodes[0]).toMatchObject({
-      model: 'big',
-      state: 'ended',
-      calls: 2,
-      savings: { naiveTokens: 16, mergedTokens: 9 },
-    });
-    expect(
-      searchEpisodes(db, { q: 'echo', model: 'tiny', limit: 50, offset: 0 }).episodes.map((e) => e.id),
-    ).toEqual(['ep-02']);
-    expect(searchEpisodes(db, { q: 'ep-0', limit: 1, offset: 1 })).toMatchObject({
-      total: 3,
-      episodes: [{ id: 'ep-02' }],
-    });
+describe('GET /api/ui/episodes', () => {
+  it('answers a search in the list page shape, rows as /api/episodes has them', async () => {
+    const search = await get<EpisodePage>('/ui/episodes?q=ARITH&state=ended');
+    expect(search.status).toBe(200);
+    expect(search.body.total).toBe(2);
+    const list = await get<EpisodePage>('/episodes?state=ended');
+    expect(search.body.episodes).toEqual(list.body.episodes.filter((e) => e.taskId.startsWith('arith')));
+    expect(search.body.episodes[0]).toMatchObject({ id: 'ep-03', calls: 2, savings: { naiveTokens: 16, mergedTokens: 9 } });
   });
 
-  it('treats % and _ in the text literally', () => {
-    endedEpisode('ep-04', 'tiny', 'a_b', 'x');
-    endedEpisode('ep-05', 'tiny', 'axb', 'x');
-    expect(searchEpisodes(db, { q: 'a_b', limit: 50, offset: 0 }).episodes.map((e) => e.id)).toEqual([
-      'ep-04',
-    ]);
-    expect(searchEpisodes(db, { q: '%', limit: 50, offset: 0 }).total).toBe(0);
+  it('pages with limit and offset, bounded like the list', async () => {
+    expect((await get<EpisodePage>('/ui/episodes?q=ep-0&limit=1&offset=1')).body).toMatchObject({
+      total: 4,
+      episodes: [{ id: 'ep-03' }],
+    });
+    const tooMany = await get<ApiErrorBody>('/ui/episodes?q=ep&limit=501');
+    expect(tooMany.status).toBe(400);
+    expect(tooMany.body.error).toMatchObject({ name: 'InvalidRequestError', field: 'limit' });
+    expect((await get<ApiErrorBody>('/episodes?limit=501')).body.error.name).toBe('InvalidRequestError');
+    expect((await get<ApiErrorBody>('/ui/episodes')).body.error).toMatchObject({ name: 'InvalidRequestError', field: 'q' });
+  });
+
+  it('is behind the control token', async () => {
+    expect((await get<ApiErrorBody>('/ui/episodes?q=ep', 'wrong')).status).toBe(401);
   });
 });
 
-describe('run savings', () => {
-  it('sums the merge savings of a model’s ended episodes', () => {
-    endedEpisode('ep-01', 'tiny', 't', 'c');
-    endedEpisode('ep-02', 'tiny', 't', 'c');
-    endedEpisode('ep-03', 'big', 't', 'c');
-    insertEpisode(db, { id: 'ep-04', model: 'tiny', taskId: 't', kind: 'train', policyVersion: 1 }); // active: not counted
-    expect(runSavings(db, 'tiny')).toEqual({
-      model: 'tiny',
-      episodes: 2,
-      calls: 4,
-      naiveTokens: 32,
-      mergedTokens: 18,
-      savedTokens: 14,
-      tokenRatio: 32 / 18,
+describe('GET /api/ui/savings', () => {
+  it('sums the merged episodes of a model, or of all', async () => {
+    const tiny = await get<RunSavings>('/ui/savings?model=tiny');
+    expect(tiny).toEqual({
+      status: 200,
+      body: { model: 'tiny', episodes: 2, calls: 4, naiveTokens: 32, mergedTokens: 18, savedTokens: 14, tokenRatio: 32 / 18 },
     });
-    expect(runSavings(db, undefined).episodes).toBe(3);
-    expect(runSavings(db, 'none')).toMatchObject({ episodes: 0, naiveTokens: 0, tokenRatio: 1 });
+    expect((await get<RunSavings>('/ui/savings')).body).toMatchObject({ model: null, episodes: 3 });
   });
 });
 
-describe('merge view document', () => {
-  it('has the export’s timelines, decisions and savings, and calls without token arrays', () => {
-    endedEpisode('ep-01', 'tiny', 't', 'c');
-    const doc = mergeViewDocument(db, 'ep-01', (id) => `t${id}`, 'merged');
-    expect(doc.timelines).toHaveLength(1);
-    expect(doc.timelines[0].tokens).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9]);
-    expect(doc.timelines[0].tokenTexts[0]).toBe('t1');
-    expect(doc.savings).toMatchObject({ naiveTokens: 16, mergedTokens: 9 });
-    expect(doc.decisions.map((d) => d.action)).toEqual(['started', 'joined']);
-    expect(
-      doc.calls.map((c) => [c.callId, c.promptIds.length, c.messages.length, c.promptTokenTexts.length]),
-    ).toEqual([
-      ['ep-01-a', 0, 0, 0],
-      ['ep-01-b', 0, 0, 0],
-    ]);
-    const naive = mergeViewDocument(db, 'ep-01', String, 'naive');
-    expect(naive.timelines.map((t) => t.tokens.length)).toEqual([7, 9]);
-    expect(naive.savings.mergedTokens).toBe(16);
+describe('GET /api/ui/episodes/:id/merge', () => {
+  it('is the export with the calls’ messages, tools and token arrays left out', async () => {
+    for (const mode of ['merged', 'naive']) {
+      const merge = await get<EpisodeExport>(`/ui/episodes/ep-01/merge?mode=${mode}`);
+      const full = await get<EpisodeExport>(`/episodes/ep-01/export?mode=${mode}`);
+      expect(merge.status).toBe(200);
+      const { calls, ...rest } = merge.body;
+      const { calls: fullCalls, ...fullRest } = full.body;
+      expect(rest).toEqual(fullRest);
+      expect(fullCalls.map((c) => c.promptIds.length)).toEqual([5, 7]);
+      expect(calls).toEqual(
+        fullCalls.map((c) => ({ ...c, messages: [], tools: null, promptIds: [], generatedIds: [], logprobs: [], promptTokenTexts: [], generatedTokenTexts: [] })),
+      );
+    }
+    expect((await get<EpisodeExport>('/ui/episodes/ep-01/merge')).body.timelines[0].tokens).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9]);
+  });
+
+  it('answers 404 for an unknown episode and 400 for an unknown mode', async () => {
+    for (const path of ['/ui/episodes/nope/merge', '/episodes/nope/export', '/episodes/nope']) {
+      const missing = await get<ApiErrorBody>(path);
+      expect([missing.status, missing.body.error.name]).toEqual([404, 'NotFoundError']);
+    }
+    const badMode = await get<ApiErrorBody>('/ui/episodes/ep-01/merge?mode=fancy');
+    expect([badMode.status, badMode.body.error.field]).toEqual([400, 'mode']);
   });
 });

@@ -2,8 +2,8 @@
  * Episodes: what a client starts, what every gateway call is attributed to, and what the training loop learns from.
  *
  * Life of an episode: `create` (pool slot on its model, row in the store, an API key) → LLM calls through the gateway
- * (each recorded by the context tracker and stored as it completes) → `end` with a reward (the episode, its merged
- * timelines and its state are written in one transaction before the answer) or `abort` (never trained on). No LLM
+ * (each recorded by the context tracker and stored as it completes) → `end` with a reward (the episode, its
+ * timelines merged in its model's training mode, and its state are written in one transaction before the answer) or `abort` (never trained on). No LLM
  * call for `idleTimeoutS` aborts it. Either way its key dies and its pool slot is freed.
  *
  * A finished episode is remembered for a while so that a late `end` or a call with its key gets a clear answer
@@ -62,7 +62,11 @@ export interface EpisodeServiceOptions {
   secret: string;
   gatewayUrl: () => string;
   log: Logger;
-  mergeMode?: MergeMode;
+  /**
+   * The mode a model's episodes are merged in when they end: the one its training loop trains with, so the stored
+   * timelines are the ones trained on and the ones the merge view shows. Default: 'merged' for every model.
+   */
+  mergeModeOf?: (model: string) => MergeMode;
 }
 
 export class EpisodeService {
@@ -175,7 +179,8 @@ export class EpisodeService {
     await this.whenSettled(episode);
     this.requireActive(episodeId); // an abort may have won the race while we waited
     const tracker = episode.tracker;
-    const merge = tracker.merge(this.options.mergeMode ?? 'merged');
+    // Merged once, here: training and the merge view read these stored timelines.
+    const merge = tracker.merge(this.options.mergeModeOf?.(episode.model.name) ?? 'merged');
     const meta = endEpisode(this.options.db, episodeId, {
       reward: result.reward,
       success: result.success ?? null,

@@ -24,3 +24,16 @@ export function noPeerHosts(model: string, known: string[]): HttpError {
     { code: 'model_not_found', field: 'model' },
   );
 }
+
+/** How long a client waits before asking again for a model whose server is away (a restart takes seconds). */
+export const NO_SERVER_RETRY_AFTER_S = 5;
+
+/** The swarm served the model and has no server for it right now: retryable, the client waits. */
+export function noServerNow(model: string): HttpError {
+  return new HttpError(
+    503,
+    'NoServerNowError',
+    `no server for model "${model}" right now (its server peer is away); retry in ${NO_SERVER_RETRY_AFTER_S} s`,
+    { code: 'no_server_now', field: 'model', headers: { 'retry-after': String(NO_SERVER_RETRY_AFTER_S) } },
+  );
+}

@@ -155,13 +155,17 @@ function chatRelay(
   return router;
 }
 
-/** Streams the server peer's gateway answer into `res` as it arrives (SSE or one JSON body alike). */
+/**
+ * Streams the server peer's gateway answer into `res` as it arrives (SSE or one JSON body alike). A call that fails
+ * before any of the answer went out waits out the server's grace period and is sent once more if it is back.
+ */
 async function relayCompletion(
   init: RelayInit,
   episode: RemoteEpisode,
   body: Record<string, unknown>,
   req: IncomingMessage,
   res: ServerResponse,
+  retried = false,
 ): Promise<void> {
   const cancel = new AbortController();
   const onClose = () => {
@@ -189,6 +193,9 @@ async function relayCompletion(
     if (!res.destroyed) res.end();
   } catch (err) {
     if (cancel.signal.aborted) return;
+    if (!retried && !res.headersSent && (await init.remote.recovered(episode))) {
+      return relayCompletion(init, episode, body, req, res, true);
+    }
     init.remote.markGone(episode, `inference failed: ${(err as Error).name}`);
     const error = peerGone(episode.episodeId, episode.peerId, episode.gone!);
     init.log.warn('relayed call failed', {

@@ -14,7 +14,7 @@ import type { PresenceEntry, SwarmNode } from '../../../p2p/index.ts';
 import type { CreateEpisodeRequest } from '../../common/swarm-api.ts';
 import { HttpError } from '../http/errors.ts';
 import type { Logger } from '../log.ts';
-import { noPeerHosts, peerGone } from './errors.ts';
+import { noPeerHosts, noServerNow, peerGone } from './errors.ts';
 import { EpisodeRpcAnswer, type EpisodeRpc } from './wire.ts';
 
 /** How many remote episodes are remembered after they end (late calls still reach their server). */
@@ -48,6 +48,8 @@ export interface RemoteEpisode {
   client: string | null;
   /** Set once the server peer is gone: why. */
   gone?: string;
+  /** Set once it ended or was aborted: remembered for late calls, no longer waited for. */
+  finished?: boolean;
 }
 
 /** A model as announced in presence (p2p's HostedModel plus what this runtime adds). */
@@ -64,6 +66,8 @@ export class RemoteEpisodes {
   private readonly byId = new Map<string, RemoteEpisode>();
   private readonly byKey = new Map<string, RemoteEpisode>();
   private readonly away = new Map<string, AwayPeer>();
+  /** Every model a peer has announced since this node started: one without a server now is waited for, not unknown. */
+  private readonly seenModels = new Set<string>();
   private readonly graceMs: number;
   private closed = false;
 
@@ -75,6 +79,11 @@ export class RemoteEpisodes {
     this.graceMs = init.graceMs ?? PEER_GRACE_MS;
     node.libp2p.addEventListener('peer:disconnect', this.onDisconnect);
     node.libp2p.addEventListener('peer:connect', this.onConnect);
+    const remember = (entry: PresenceEntry) => {
+      for (const model of announcedModels(entry)) for (const name of [model.name, ...(model.aliases ?? [])]) this.seenModels.add(name);
+    };
+    node.presence.on('join', remember);
+    node.presence.on('update', remember);
     node.presence.on('leave', (entry) => {
       // A goodbye: it stopped cleanly. Silent while disconnected: the grace decides. Silent while connected: it left.
       if (entry.reason === 'goodbye') this.peerLeft(entry.peerId, 'it stopped (said goodbye)');
@@ -147,7 +156,11 @@ export class RemoteEpisodes {
   /** Begins the episode on a peer hosting the model; peers that cannot be reached are skipped. */
   async begin(request: CreateEpisodeRequest): Promise<RemoteEpisode & { policyVersion: number }> {
     const peers = this.candidates(request.model);
-    if (peers.length === 0) throw noPeerHosts(request.model, this.swarmModels());
+    if (peers.length === 0) {
+      // A model the swarm served a moment ago (its server restarting, say) is worth waiting for; one never seen is not.
+      if (this.seenModels.has(request.model) || this.swarmModels().includes(request.model)) throw noServerNow(request.model);
+      throw noPeerHosts(request.model, this.swarmModels());
+    }
     let lastError: unknown;
     for (const { peerId } of peers) {
       let result: Record<string, unknown>;
@@ -183,11 +196,38 @@ export class RemoteEpisodes {
   }
 
   async end(episode: RemoteEpisode, result: Record<string, unknown>): Promise<Record<string, unknown>> {
-    return this.callFor(episode, { type: 'end', episodeId: episode.episodeId, result });
+    const answer = await this.callFor(episode, { type: 'end', episodeId: episode.episodeId, result });
+    this.finish(episode);
+    return answer;
   }
 
   async abort(episode: RemoteEpisode, reason: string): Promise<Record<string, unknown>> {
-    return this.callFor(episode, { type: 'abort', episodeId: episode.episodeId, reason });
+    const answer = await this.callFor(episode, { type: 'abort', episodeId: episode.episodeId, reason });
+    this.finish(episode);
+    return answer;
+  }
+
+  private finish(episode: RemoteEpisode): void {
+    const tracked = this.byId.get(episode.episodeId);
+    if (tracked) tracked.finished = true;
+  }
+
+  /**
+   * After a call to the episode's server failed: whether the server is (back) within its grace period, so the call
+   * is worth sending again. A server that does not answer a ping is hung up on and given its grace.
+   */
+  async recovered(episode: RemoteEpisode): Promise<boolean> {
+    if (await this.answersPing(episode.peerId)) return false;
+    // The connection died under the call (its disconnect may not even be reported yet): close it, so that the peer
+    // gets its grace and a fresh connection.
+    await this.node.libp2p.hangUp(peerIdFromString(episode.peerId)).catch(() => undefined);
+    this.startGrace(episode.peerId);
+    try {
+      await this.reachable(episode);
+      return true;
+    } catch {
+      return false;
+    }
   }
 
   /** Tells the server to abort, whatever this side believes; failures are ignored (it may really be gone). */
@@ -210,12 +250,7 @@ export class RemoteEpisodes {
     } catch (err) {
       if (err instanceof HttpError) throw err;
       let failure = err as Error;
-      if (!(await this.answersPing(episode.peerId))) {
-        // The connection died under the call (its disconnect may not even be reported yet): close it, so that
-        // the peer gets its grace and a fresh connection.
-        await this.node.libp2p.hangUp(peerIdFromString(episode.peerId)).catch(() => undefined);
-        this.startGrace(episode.peerId);
-        await this.reachable(episode);
+      if (await this.recovered(episode)) {
         try {
           return await this.call(episode.peerId, rpc);
         } catch (retryErr) {
@@ -275,7 +310,7 @@ export class RemoteEpisodes {
   /** A server peer with live episodes here dropped: give it the grace period, redialling it meanwhile. */
   private startGrace(peerId: string): void {
     if (this.closed || this.away.has(peerId) || this.isConnected(peerId)) return;
-    if (![...this.byId.values()].some((episode) => episode.peerId === peerId && !episode.gone)) return;
+    if (![...this.byId.values()].some((episode) => episode.peerId === peerId && !episode.gone && !episode.finished)) return;
     const { promise, resolve } = Promise.withResolvers<boolean>();
     const timer = setTimeout(() => {
       this.away.delete(peerId);
@@ -305,15 +340,14 @@ export class RemoteEpisodes {
       clearTimeout(away.timer);
       this.away.delete(peerId);
     }
+    let aborted = 0;
     for (const episode of this.byId.values()) {
       if (episode.peerId !== peerId || episode.gone) continue;
       episode.gone = why;
-      this.log.warn('server peer gone: remote episode aborted', {
-        episodeId: episode.episodeId,
-        peer: peerId,
-        why,
-      });
+      if (!episode.finished) aborted++;
     }
+    // One line per peer, not per remembered episode (thousands on a busy peer).
+    if (aborted > 0) this.log.warn('server peer gone: its remote episodes were aborted', { peer: peerId, episodes: aborted, why });
     away?.settle(false);
   }
 }

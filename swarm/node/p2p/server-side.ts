@@ -41,7 +41,7 @@ export function serveSwarmProtocols(init: ServerSideInit): void {
         owners.set(created.episodeId, peerId);
         // Kept after the episode is over, so late results get the EpisodeService's clear 409; bounded.
         if (owners.size > REMEMBERED_OWNERS) owners.delete(owners.keys().next().value!);
-        log.info('remote episode started', {
+        log.debug('remote episode started', {
           episodeId: created.episodeId,
           peer: peerId,
           model: created.model,

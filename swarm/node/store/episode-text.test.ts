@@ -6,8 +6,8 @@ import type { Database } from 'better-sqlite3';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { CallRecord } from '../../common/timeline/call.ts';
 import type { ChatMessage } from '../../../worker/tokenizer/types.ts';
-import { searchEpisodes } from '../control/ui-routes.ts';
 import { openStore, schemaVersion } from './db.ts';
+import { listEpisodes } from './episode-list.ts';
 import { episodeTextQuery } from './episode-text.ts';
 import { insertCall, insertEpisode } from './episodes.ts';
 import { migrations } from './migrations.ts';
@@ -67,7 +67,7 @@ function storeConversation(db: Database, id: string, rareWord: string) {
   );
 }
 
-const ids = (db: Database, q: string) => searchEpisodes(db, { q, limit: 50, offset: 0 }).episodes.map((e) => e.id);
+const ids = (db: Database, text: string) => listEpisodes(db, { text }).episodes.map((e) => e.id);
 
 describe('search over what was said', () => {
   it('finds an episode by a word its assistant said, by tool text and tool-call arguments, any case and accent', () => {
@@ -99,7 +99,7 @@ describe('search over what was said', () => {
     storeConversation(old, 'ep-old', 'Timbuktu');
     old.close();
     const db = store();
-    expect(schemaVersion(db)).toBe(5);
+    expect(schemaVersion(db)).toBeGreaterThanOrEqual(5); // later migrations may follow
     expect(ids(db, 'timbuktu')).toEqual(['ep-old']);
   });
 

@@ -5,21 +5,12 @@ import type { Database } from 'better-sqlite3';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { ChatMessage, ToolSpec } from '../../../worker/tokenizer/types.ts';
 import { episodeExportSchema } from '../../common/timeline/export.ts';
-import { loadQwen3, scriptedCall } from '../tracker/testing.ts';
+import { loadQwen3, scriptedCall } from '../tracker/testing/qwen3.ts';
 import { EpisodeTracker } from '../tracker/tracker.ts';
 import { openStore, schemaVersion } from './db.ts';
-import {
-  abortEpisode,
-  endEpisode,
-  getCalls,
-  getEpisode,
-  getEpisodeExport,
-  getTimelines,
-  insertCall,
-  insertEpisode,
-  listEpisodes,
-  type NewEpisode,
-} from './episodes.ts';
+import { listEpisodes } from './episode-list.ts';
+import { getCalls, getEpisode, getEpisodeExport, getTimelines } from './episode-reads.ts';
+import { abortEpisode, endEpisode, insertCall, insertEpisode, type NewEpisode } from './episodes.ts';
 import { insertTrainStep, latestTrainStep, listTrainSteps } from './train-steps.ts';
 
 const tools: ToolSpec[] = [

@@ -1,29 +1,38 @@
 /**
  * The training loop on a real peer: PeerRuntime (SQLite store, HTTP), the model host with builtin:tiny in a worker
- * thread, episodes and the gateway driven over HTTP the way an agent and its runner drive them.
+ * thread, episodes and the gateway driven over HTTP the way an agent and its runner drive them. Each test has its
+ * own data folder and makes the history it needs (steps, checkpoints), so any one runs alone.
  */
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import type { CheckpointInfo, ServerEvent, TrainStepSummary } from '../../common/api.ts';
-import type { CreateEpisodeResponse } from '../../common/swarm-api.ts';
 import type { NamedTensors } from '../../../worker/common/engine.ts';
-import type { EngineState } from '../models/model-host.ts';
+import type { EngineState, HostedModel } from '../models/model-host.ts';
 import { PeerRuntime } from '../runtime.ts';
 import { getEpisode } from '../store/episodes.ts';
 import { checkpointsDir, CHECKPOINT_META } from './checkpoints.ts';
 import type { TrainingService } from './service.ts';
 import { checkpointsCommand } from '../cli/checkpoints-command.ts';
+import { chat, get, post, runEpisode, startEpisode } from './testing/peer-agent.ts';
 
-const dataDir = mkdtempSync(join(tmpdir(), 'agentjet-training-'));
 const TRAINING = { batchTasks: 2, groupSize: 2, checkpointEvery: 1, train: { learningRate: 1e-3 } };
 
-afterAll(() => rmSync(dataDir, { recursive: true, force: true }));
+const folders: string[] = [];
+afterEach(() => {
+  for (const dir of folders.splice(0)) rmSync(dir, { recursive: true, force: true });
+});
 
-async function startPeer(): Promise<{ runtime: PeerRuntime; training: TrainingService }> {
+function tempDir(prefix: string): string {
+  const dir = mkdtempSync(join(tmpdir(), prefix));
+  folders.push(dir);
+  return dir;
+}
+
+async function startPeer(dataDir: string): Promise<{ runtime: PeerRuntime; training: TrainingService }> {
   const runtime = await PeerRuntime.start({
     dataDir,
     port: 0,
@@ -32,52 +41,6 @@ async function startPeer(): Promise<{ runtime: PeerRuntime; training: TrainingSe
     training: { config: TRAINING },
   });
   return { runtime, training: runtime.training };
-}
-
-async function post(runtime: PeerRuntime, path: string, body: unknown, token = runtime.token) {
-  const res = await fetch(`http://127.0.0.1:${runtime.port}${path}`, {
-    method: 'POST',
-    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
-    body: JSON.stringify(body),
-  });
-  return { status: res.status, body: (await res.json()) as Record<string, unknown> & { error?: { name: string } } };
-}
-
-async function get(runtime: PeerRuntime, path: string) {
-  const res = await fetch(`http://127.0.0.1:${runtime.port}${path}`, { headers: { authorization: `Bearer ${runtime.token}` } });
-  return { status: res.status, body: (await res.json()) as Record<string, unknown> };
-}
-
-async function startEpisode(runtime: PeerRuntime, taskId: string, extra: Record<string, unknown> = {}): Promise<CreateEpisodeResponse> {
-  const res = await post(runtime, '/swarm/v1/episodes', { model: 'tiny', taskId, sampling: { max_tokens: 6 }, ...extra });
-  expect(res.status, JSON.stringify(res.body)).toBe(201);
-  return res.body as unknown as CreateEpisodeResponse;
-}
-
-/** One LLM call of the episode through the OpenAI-compatible gateway. */
-async function chat(episode: CreateEpisodeResponse, messages: { role: string; content: string }[]): Promise<string> {
-  const res = await fetch(`${episode.baseUrl}/chat/completions`, {
-    method: 'POST',
-    headers: { authorization: `Bearer ${episode.apiKey}`, 'content-type': 'application/json' },
-    body: JSON.stringify({ model: 'tiny', messages, max_tokens: 6 }),
-  });
-  expect(res.status).toBe(200);
-  const body = (await res.json()) as { choices: { message: { content: string | null } }[] };
-  return body.choices[0].message.content ?? '';
-}
-
-/** A two-turn agent: act, observe, act again; then report the reward. */
-async function runEpisode(runtime: PeerRuntime, taskId: string, reward: number, kind: 'train' | 'eval' = 'train'): Promise<string> {
-  const episode = await startEpisode(runtime, taskId, { kind });
-  const messages = [
-    { role: 'system', content: 'You solve tasks.' },
-    { role: 'user', content: `Task ${taskId}: count to three.` },
-  ];
-  const first = await chat(episode, messages);
-  await chat(episode, [...messages, { role: 'assistant', content: first }, { role: 'user', content: 'Output: ok' }]);
-  const end = await post(runtime, `/swarm/v1/episodes/${episode.episodeId}/end`, { reward });
-  expect(end.status, JSON.stringify(end.body)).toBe(200);
-  return episode.episodeId;
 }
 
 function differs(a: NamedTensors, b: NamedTensors): boolean {
@@ -91,11 +54,28 @@ function listenEvents(runtime: PeerRuntime): { events: ServerEvent[]; close: () 
   return { events, close: () => ws.close(), open: new Promise((resolve) => ws.once('open', () => resolve())) };
 }
 
-let weightsAfterFirstStep: NamedTensors;
+/** One batch (two tasks, rewards that differ within each) and the step it fills; resolves when the step is done. */
+async function trainOneStep(runtime: PeerRuntime, training: TrainingService): Promise<void> {
+  for (const [task, reward] of [['task-a', 1], ['task-a', 0], ['task-b', 0], ['task-b', 1]] as const) await runEpisode(runtime, task, reward);
+  await training.loop('tiny').whenSettled();
+}
+
+/** Resolves when the model is in `state` (at once if it is already). */
+function whenState(model: HostedModel, state: EngineState): Promise<void> {
+  if (model.state === state) return Promise.resolve();
+  return new Promise((resolve) => {
+    const off = model.onStateChange((s) => {
+      if (s !== state) return;
+      off();
+      resolve();
+    });
+  });
+}
 
 describe('training loop on a real peer', () => {
   it('trains on finished groups: drain, update, new policy version, metrics stored and broadcast, checkpoint', async () => {
-    const { runtime, training } = await startPeer();
+    const dataDir = tempDir('agentjet-training-');
+    const { runtime, training } = await startPeer(dataDir);
     try {
       const model = runtime.serving.models.find('tiny')!;
       const loop = training.loop('tiny');
@@ -105,20 +85,27 @@ describe('training loop on a real peer', () => {
       await listener.open;
       const before = await model.engine.getWeights();
 
-      const trained = [await runEpisode(runtime, 'task-a', 1), await runEpisode(runtime, 'task-a', 0), await runEpisode(runtime, 'task-b', 0.2)];
-      const evalEpisode = await runEpisode(runtime, 'task-b', 5, 'eval');
+      const trained = [
+        await runEpisode(runtime, 'task-a', 1, { success: true }),
+        await runEpisode(runtime, 'task-a', 0, { success: false }),
+        await runEpisode(runtime, 'task-b', 0.2),
+      ];
+      const evalEpisode = await runEpisode(runtime, 'task-b', 5, { kind: 'eval', success: true });
       const uniform = [await runEpisode(runtime, 'task-u', 1), await runEpisode(runtime, 'task-u', 1)];
       expect(model.step).toBe(0);
 
       // One episode is still in flight when the batch fills: the model drains and waits for it.
-      const straggler = await startEpisode(runtime, 'task-c', { idleTimeoutS: 1 });
+      const straggler = await startEpisode(runtime, 'task-c');
       await chat(straggler, [{ role: 'user', content: 'hello' }]);
-      trained.push(await runEpisode(runtime, 'task-b', 0.8));
-      expect(model.state).toBe('draining');
+      trained.push(await runEpisode(runtime, 'task-b', 0.8, { success: false }));
+      await whenState(model, 'draining');
       const refused = await post(runtime, '/swarm/v1/episodes', { model: 'tiny', taskId: 'task-d' });
       expect(refused.status).toBe(503);
+      expect(model.step).toBe(0);
 
-      // The straggler goes idle and is aborted; the drain completes and the update runs.
+      // The straggler is aborted; the drain completes and the update runs.
+      const aborted = await post(runtime, `/swarm/v1/episodes/${straggler.episodeId}/abort`, { reason: 'gave up' });
+      expect(aborted.status, JSON.stringify(aborted.body)).toBe(200);
       await loop.whenSettled();
       const late = await post(runtime, `/swarm/v1/episodes/${straggler.episodeId}/end`, { reward: 1 });
       expect(late.status).toBe(409);
@@ -128,15 +115,15 @@ describe('training loop on a real peer', () => {
       expect(states.slice(-4)).toEqual(['rolling', 'draining', 'updating', 'idle']);
       expect(model.step).toBe(1);
       expect(model.policyVersion).toBe(1);
-      weightsAfterFirstStep = await model.engine.getWeights();
-      expect(differs(before, weightsAfterFirstStep)).toBe(true);
+      expect(differs(before, await model.engine.getWeights())).toBe(true);
 
       const steps = (await get(runtime, '/api/models/tiny/steps')).body.steps as TrainStepSummary[];
       expect(steps).toHaveLength(1);
       expect(steps[0]).toMatchObject({ model: 'tiny', step: 1, policyVersion: 1, groups: 2, episodes: 4 });
-      // Rewards 1, 0 (task-a) and 0.2, 0.8 (task-b): mean 0.5, spread √0.17, one episode with full marks.
+      // Rewards 1, 0 (task-a) and 0.2, 0.8 (task-b): mean 0.5, spread √0.17.
       expect(steps[0].rewardMean).toBeCloseTo(0.5, 6);
       expect(steps[0].rewardStd).toBeCloseTo(Math.sqrt(0.17), 6);
+      // Success is the episodes' own flag: one of four said so (the one without a flag counts as not successful).
       expect(steps[0].successRate).toBe(0.25);
       expect(steps[0].naiveTokens).toBeGreaterThanOrEqual(steps[0].metrics.tokens);
       expect(Number.isFinite(steps[0].metrics.loss)).toBe(true);
@@ -162,7 +149,17 @@ describe('training loop on a real peer', () => {
   });
 
   it('resumes after a restart: checkpoint weights loaded, step and policy version continue', async () => {
-    const { runtime, training } = await startPeer();
+    const dataDir = tempDir('agentjet-training-resume-');
+    let weightsAfterFirstStep: NamedTensors;
+    const first = await startPeer(dataDir);
+    try {
+      await trainOneStep(first.runtime, first.training);
+      weightsAfterFirstStep = await first.runtime.serving.models.find('tiny')!.engine.getWeights();
+    } finally {
+      await first.runtime.stop();
+    }
+
+    const { runtime, training } = await startPeer(dataDir);
     try {
       const model = runtime.serving.models.find('tiny')!;
       expect(model.step).toBe(1);
@@ -170,8 +167,7 @@ describe('training loop on a real peer', () => {
       expect(differs(await model.engine.getWeights(), weightsAfterFirstStep)).toBe(false);
       expect((await get(runtime, '/api/models/tiny/training')).body).toMatchObject({ status: 'running', step: 1, policyVersion: 1 });
 
-      for (const [task, reward] of [['task-a', 1], ['task-a', 0], ['task-b', 0], ['task-b', 1]] as const) await runEpisode(runtime, task, reward);
-      await training.loop('tiny').whenSettled();
+      await trainOneStep(runtime, training);
       expect(model.step).toBe(2);
       expect(model.policyVersion).toBe(2);
       const steps = (await get(runtime, '/api/models/tiny/steps')).body.steps as TrainStepSummary[];
@@ -182,9 +178,12 @@ describe('training loop on a real peer', () => {
   });
 
   it('lists the checkpoints and exports one as a tar archive that tar extracts to the same files', async () => {
-    const { runtime } = await startPeer();
-    const out = mkdtempSync(join(tmpdir(), 'agentjet-checkpoint-export-'));
+    const dataDir = tempDir('agentjet-training-checkpoints-');
+    const { runtime, training } = await startPeer(dataDir);
+    const out = tempDir('agentjet-checkpoint-export-');
     try {
+      await trainOneStep(runtime, training);
+      await trainOneStep(runtime, training);
       const { checkpoints } = (await get(runtime, '/api/models/tiny/checkpoints')).body as { checkpoints: CheckpointInfo[] };
       expect(checkpoints.map((c) => [c.step, c.policyVersion])).toEqual([[2, 2], [1, 1]]);
 
@@ -213,16 +212,16 @@ describe('training loop on a real peer', () => {
       expect((await get(runtime, '/api/models/nope/checkpoints')).status).toBe(404);
     } finally {
       await runtime.stop();
-      rmSync(out, { recursive: true, force: true });
     }
   });
 
   it('pauses and starts through the control API, and refuses bad actions and unknown models', async () => {
-    const { runtime, training } = await startPeer();
+    const { runtime, training } = await startPeer(tempDir('agentjet-training-pause-'));
     try {
+      const model = runtime.serving.models.find('tiny')!;
       expect((await post(runtime, '/api/models/tiny/training', { action: 'pause' })).body).toMatchObject({ status: 'paused' });
       for (const [task, reward] of [['task-a', 1], ['task-a', 0], ['task-b', 0], ['task-b', 1]] as const) await runEpisode(runtime, task, reward);
-      expect(runtime.serving.models.find('tiny')!.step).toBe(2);
+      expect(model.step).toBe(0);
       expect((await get(runtime, '/api/models/tiny/training')).body).toMatchObject({ status: 'paused', completeGroups: 2 });
 
       const bad = await post(runtime, '/api/models/tiny/training', { action: 'explode' });
@@ -234,7 +233,10 @@ describe('training loop on a real peer', () => {
       // Starting again picks up the batch that filled while paused.
       expect((await post(runtime, '/api/models/tiny/training', { action: 'start' })).status).toBe(200);
       await training.loop('tiny').whenSettled();
-      expect(runtime.serving.models.find('tiny')!.step).toBe(3);
+      expect(model.step).toBe(1);
+      // No episode reported a success flag: the step has no success figure rather than one made up from rewards.
+      const steps = (await get(runtime, '/api/models/tiny/steps')).body.steps as TrainStepSummary[];
+      expect(steps[0].successRate).toBeNull();
     } finally {
       await runtime.stop();
     }

@@ -3,7 +3,8 @@
  *
  *   rolling   finished train episodes go to the batcher (GRPO groups by task id)
  *   draining  a batch is ready: no new episodes start; the ones in flight finish (and queue for the next batch)
- *   updating  advantages → samples from the merged timelines → engine.trainStep (PPO-clip) → new policy version;
+ *   updating  advantages → samples from the timelines stored at each episode's end (merged once, in the training
+ *             mode; the merge view shows the same) → engine.trainStep (PPO-clip) → new policy version;
  *             the sampler uses the new weights at once (same engine); checkpoint every N steps
  *   rolling   again (or idle when nothing is in flight)
  *
@@ -11,14 +12,13 @@
  * that very folder), and the step counter and policy version continue from the store and the checkpoint.
  */
 import type { TrainStepSummary, ServerEvent } from '../../common/api.ts';
-import { mergeTimelines } from '../../common/timeline/merge.ts';
 import type { Logger } from '../log.ts';
 import type { EpisodeDone, HostedModel } from '../models/model-host.ts';
 import { buildTrainBatch, type EpisodeForTraining } from './advantages.ts';
 import { Batcher, type BatchGroup, type EpisodeMark } from './batcher.ts';
 import { latestCheckpoint, readCheckpointWeights, saveCheckpoint } from './checkpoints.ts';
 import type { TrainingConfig } from './config.ts';
-import { TrainingStateError } from './errors.ts';
+import { EpisodeSamplesError, TrainingStateError } from './errors.ts';
 import type { TrainingStore } from './store-port.ts';
 
 /**
@@ -201,7 +201,7 @@ export class TrainingLoop {
         samples: trainBatch.samples.length,
         rewardMean,
         rewardStd: Math.sqrt(mean(rewards.map((r) => (r - rewardMean) ** 2))),
-        successRate: mean(rewards.map((r) => (r >= 1 ? 1 : 0))),
+        successRate: successRate(groups.flatMap((g) => g.episodes)),
         naiveTokens: groups.reduce((sum, g) => sum + g.episodes.reduce((a, e) => a + e.naiveTokens, 0), 0),
         metrics: stepMetrics,
         checkpoint: null,
@@ -238,14 +238,22 @@ export class TrainingLoop {
     return Promise.race([this.model.drain().then(() => true), stopped]).finally(() => signal.removeEventListener('abort', onAbort));
   }
 
-  /** The batch's episodes with their merged timelines, and what one sample per call would have cost. */
-  private loadGroups(batch: BatchGroup<EpisodeDone>[]): Array<{ groupId: string; episodes: Array<EpisodeForTraining & { naiveTokens: number }> }> {
-    const { store, config } = this.options;
+  /**
+   * The batch's episodes with the timelines stored at their end (never merged again: what is trained on is what
+   * was stored and what the merge view shows), what one sample per call would have cost, and their success flags.
+   */
+  private loadGroups(batch: BatchGroup<EpisodeDone>[]): Array<{ groupId: string; episodes: LoadedEpisode[] }> {
+    const { store, config, log } = this.options;
     return batch.map((group) => ({
       groupId: group.groupId,
       episodes: group.episodes.map((episode) => {
-        const merged = mergeTimelines(store.episodeCalls(episode.episodeId), config.mergeMode);
-        return { episodeId: episode.episodeId, reward: episode.reward as number, timelines: merged.timelines, naiveTokens: merged.savings.naiveTokens };
+        const stored = store.episodeTimelines(episode.episodeId);
+        if (!stored) throw new EpisodeSamplesError(`episode ${episode.episodeId} has no stored timelines`, episode.episodeId);
+        if (stored.mode !== config.mergeMode) {
+          // Ended under another setting (e.g. before a restart with a new mergeMode): still trained as stored.
+          log.warn('episode was merged in another mode than training uses', { episodeId: episode.episodeId, stored: stored.mode, training: config.mergeMode });
+        }
+        return { episodeId: episode.episodeId, reward: episode.reward as number, timelines: stored.timelines, naiveTokens: stored.naiveTokens, success: stored.success };
       }),
     }));
   }
@@ -273,6 +281,17 @@ export class TrainingLoop {
   private record(marks: EpisodeMark[]): void {
     if (marks.length > 0) this.options.store.markEpisodes(marks);
   }
+}
+
+type LoadedEpisode = EpisodeForTraining & { naiveTokens: number; success: boolean | null };
+
+/**
+ * Share of the episodes whose own success flag is true; an episode without a flag counts as not successful,
+ * unless none has one (then null: the agent does not report success, and reward is not taken for it).
+ */
+function successRate(episodes: readonly Pick<LoadedEpisode, 'success'>[]): number | null {
+  if (!episodes.some((e) => e.success !== null)) return null;
+  return episodes.filter((e) => e.success === true).length / episodes.length;
 }
 
 function mean(values: number[]): number {

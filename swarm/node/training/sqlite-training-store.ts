@@ -9,6 +9,7 @@ import type { Database } from 'better-sqlite3';
 import type { TrainStepSummary } from '../../common/api.ts';
 import { toMergeCalls } from '../../common/timeline/call.ts';
 import { getCalls, updateEpisodeState } from '../store/episodes.ts';
+import { getTrainingTimelines } from '../store/timelines.ts';
 import { insertTrainStep, latestTrainStep, listTrainSteps, type TrainStep } from '../store/train-steps.ts';
 import type { EpisodeMark } from './batcher.ts';
 import type { TrainingStore } from './store-port.ts';
@@ -31,6 +32,9 @@ export function sqliteTrainingStore(db: Database): TrainingStore {
     },
     episodeCalls(episodeId) {
       return toMergeCalls(getCalls(db, episodeId));
+    },
+    episodeTimelines(episodeId) {
+      return getTrainingTimelines(db, episodeId);
     },
     markEpisodes(marks) {
       db.transaction(() => {
