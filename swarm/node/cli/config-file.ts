@@ -14,6 +14,7 @@
  *       aliases: [gpt-4o-mini] # other names clients may send as `model`
  *       poolLimit: 64          # episodes at once on this model
  *       drainTimeoutS: 60      # before an update, how long episodes in flight may take before they are aborted
+ *       maxIdleTimeoutS: 3600  # the longest idle timeout an episode may ask for
  *   aliases:                   # more aliases: NAME: MODEL
  *     default: tiny
  *
@@ -43,6 +44,7 @@ const modelEntrySchema = z
     poolLimit: z.number().int().positive().optional(),
     // Up to a day: an update held longer than that is a run that has stopped training.
     drainTimeoutS: z.number().positive().max(86_400).optional(),
+    maxIdleTimeoutS: z.number().positive().max(86_400).optional(),
   })
   .strict();
 

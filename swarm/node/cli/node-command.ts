@@ -3,6 +3,7 @@
  * at least one hosted model (`--model`, or `models:` in `--config FILE`).
  */
 import type { PeerReadyLine } from '../../common/api.ts';
+import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { PeerRuntime, DEFAULT_PORT, DEFAULT_HOST } from '../runtime.ts';
 import { PortInUseError } from '../http/server.ts';
@@ -16,11 +17,16 @@ import type { P2pOptions } from '../p2p/settings.ts';
 
 const logLevels = ['debug', 'info', 'warn', 'error', 'silent'] as const;
 
+/** The environment variable a swarm token may come in (kept out of `ps`, unlike a flag). */
+export const SWARM_TOKEN_ENV = 'AGENTJET_SWARM_TOKEN';
+
 const modelOptionsUsage = `  --model M         host a model: builtin:tiny or a Hugging Face model folder (repeatable)
   --alias NAME=M    another name clients may use for model M (repeatable)
   --config FILE     JSON or YAML config (port, host, dataDir, logLevel, models, aliases); flags override it`;
 
-const p2pOptionsUsage = `  --swarm-token T   join this private swarm (default: the token stored by agentjet swarm join; none = no p2p)
+const p2pOptionsUsage = `  --swarm-token-file F  join the private swarm whose token is in file F (or set ${SWARM_TOKEN_ENV}; default:
+                    the token stored by agentjet swarm join; none = no p2p)
+  --swarm-token T   the same, from the command line (every user of this machine can read it there: prefer the above)
   --no-p2p          stay off the swarm even with a stored token
   --listen ADDR     libp2p multiaddr to listen on (repeatable; default TCP and WebSockets, any free port)
   --bootstrap ADDR  peer multiaddr (with /p2p/<id>) to dial at start, beyond the token's (repeatable)
@@ -71,6 +77,7 @@ function peerOptions(): Command['options'] {
     alias: { type: 'string', multiple: true },
     config: { type: 'string' },
     'swarm-token': { type: 'string' },
+    'swarm-token-file': { type: 'string' },
     'no-p2p': { type: 'boolean' },
     listen: { type: 'string', multiple: true },
     bootstrap: { type: 'string', multiple: true },
@@ -79,14 +86,33 @@ function peerOptions(): Command['options'] {
 }
 
 /** The swarm flags; p2p itself stays off unless a token is given or stored (p2p/settings.ts). */
-function p2pOptions(values: OptionValues): P2pOptions {
+function p2pOptions(values: OptionValues, env: NodeJS.ProcessEnv = process.env): P2pOptions {
   return {
     enabled: values['no-p2p'] === true ? false : undefined,
-    swarmToken: values['swarm-token'] as string | undefined,
+    swarmToken: swarmTokenOf(values, env),
     listen: values.listen as string[] | undefined,
     bootstrap: values.bootstrap as string[] | undefined,
     mirror: values.mirror as string[] | undefined,
   };
+}
+
+/** A token from a file, the environment or the command line (at most one of them); undefined when none is given. */
+export function swarmTokenOf(values: OptionValues, env: NodeJS.ProcessEnv = process.env): string | undefined {
+  const file = values['swarm-token-file'] as string | undefined;
+  const flag = values['swarm-token'] as string | undefined;
+  const fromEnv = env[SWARM_TOKEN_ENV]?.trim() || undefined;
+  const given = [file !== undefined, flag !== undefined, fromEnv !== undefined].filter(Boolean).length;
+  if (given > 1) throw new UsageError(`give the swarm token one way: --swarm-token-file, ${SWARM_TOKEN_ENV} or --swarm-token`);
+  if (file === undefined) return flag ?? fromEnv;
+  let text: string;
+  try {
+    text = readFileSync(resolve(file), 'utf8');
+  } catch (err) {
+    throw new UsageError(`--swarm-token-file ${file}: cannot read it (${(err as NodeJS.ErrnoException).code ?? String(err)})`);
+  }
+  const token = text.trim();
+  if (!token) throw new UsageError(`--swarm-token-file ${file} is empty; put the swarm token (ajs1.…) in it`);
+  return token;
 }
 
 interface PeerSettings {

@@ -119,7 +119,8 @@ export class EpisodeService {
       sampling: req.sampling ?? {},
       aliases: [...new Set(req.aliases ?? [])].filter((a) => !model.answersTo(a)),
       tracker: this.tracker.begin({ episodeId, tokenizer: model.tokenizer, template: model.template }),
-      idleTimeoutS: req.idleTimeoutS ?? DEFAULT_IDLE_TIMEOUT_S,
+      // The server's cap wins: one episode asking for a day must not hold a pool slot that long.
+      idleTimeoutS: Math.min(req.idleTimeoutS ?? DEFAULT_IDLE_TIMEOUT_S, model.maxIdleTimeoutS),
       inflight: 0,
       idleTimer: undefined,
       settled: undefined,

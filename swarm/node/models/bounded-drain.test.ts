@@ -62,4 +62,26 @@ describe('a drain with an idle episode in flight', () => {
       await runtime.stop();
     }
   });
+
+  it("caps an episode's idle timeout at the model's maxIdleTimeoutS", async () => {
+    const runtime = await PeerRuntime.start({
+      dataDir: join(dataDir, 'idle-cap'),
+      port: 0,
+      consoleLogLevel: 'silent',
+      models: [{ name: 'tiny', source: { kind: 'builtin', name: 'tiny' }, aliases: [], poolLimit: 8, maxIdleTimeoutS: 0.3 }],
+      training: { autoStart: false },
+    });
+    try {
+      const begun = await post<CreateEpisodeResponse>(`http://127.0.0.1:${runtime.port}/swarm/v1/episodes`, runtime.token, {
+        model: 'tiny',
+        taskId: 't',
+        idleTimeoutS: 86_400,
+      });
+      expect(begun.status).toBe(201);
+      await expect.poll(() => getEpisode(runtime.db, begun.body.episodeId)?.state, { timeout: 30_000 }).toBe('aborted');
+      expect(runtime.serving.models.find('tiny')!.pool.active).toBe(0);
+    } finally {
+      await runtime.stop();
+    }
+  });
 });

@@ -34,6 +34,12 @@ export const DEFAULT_POOL_LIMIT = 64;
  */
 export const DEFAULT_DRAIN_TIMEOUT_S = 60;
 
+/**
+ * The longest idle timeout an episode may ask for, unless configured: an hour covers slow tools and human-in-the-loop
+ * steps; a dead client's pool slot is freed within it.
+ */
+export const DEFAULT_MAX_IDLE_TIMEOUT_S = 3600;
+
 /** What a finished episode tells the training loop. Rewards and timelines are in the store by then (same transaction). */
 export interface EpisodeDone {
   episodeId: string;
@@ -80,6 +86,8 @@ export interface HostedModelSpec {
   poolLimit: number;
   /** How long a drain waits for the episodes in flight (default DEFAULT_DRAIN_TIMEOUT_S). */
   drainTimeoutS?: number;
+  /** Episodes asking for a longer idle timeout get this one (default DEFAULT_MAX_IDLE_TIMEOUT_S). */
+  maxIdleTimeoutS?: number;
 }
 
 export class HostedModel {
@@ -95,6 +103,7 @@ export class HostedModel {
   step = 0;
   readonly pool: { active: number; limit: number };
   readonly drainTimeoutS: number;
+  readonly maxIdleTimeoutS: number;
   private readonly activeEpisodes = new Set<string>();
   private readonly events = new EventEmitter<{ done: [EpisodeDone]; state: [EngineState]; empty: []; overdue: [string[]] }>();
   private loaded: { engine: TrainerEngine; tokenizer: Tokenizer; template: ChatTemplate } | undefined;
@@ -105,6 +114,7 @@ export class HostedModel {
     this.source = spec.source;
     this.pool = { active: 0, limit: spec.poolLimit };
     this.drainTimeoutS = spec.drainTimeoutS ?? DEFAULT_DRAIN_TIMEOUT_S;
+    this.maxIdleTimeoutS = spec.maxIdleTimeoutS ?? DEFAULT_MAX_IDLE_TIMEOUT_S;
   }
 
   get engine(): TrainerEngine {

@@ -14,6 +14,7 @@ export interface ModelEntry {
   aliases?: string[];
   poolLimit?: number;
   drainTimeoutS?: number;
+  maxIdleTimeoutS?: number;
 }
 
 const NAME_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}$/;
@@ -45,6 +46,7 @@ export function resolveModelSpecs(entries: ModelEntry[], aliases: string[] = [],
       aliases: [...(entry.aliases ?? [])],
       poolLimit: entry.poolLimit ?? DEFAULT_POOL_LIMIT,
       ...(entry.drainTimeoutS === undefined ? {} : { drainTimeoutS: entry.drainTimeoutS }),
+      ...(entry.maxIdleTimeoutS === undefined ? {} : { maxIdleTimeoutS: entry.maxIdleTimeoutS }),
     };
   });
   for (const alias of aliases) {
