@@ -32,7 +32,7 @@ import {
   openingMessages,
   runSyntheticEpisode,
   type AgentWorkload,
-} from '../swarm/node/training/synthetic-agent.ts';
+} from '../swarm/node/training/testing/synthetic-agent.ts';
 import { formatTable, type BenchContext, type Row } from './report.ts';
 
 const MODEL: DecoderConfig = {

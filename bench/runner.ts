@@ -1,8 +1,9 @@
 /**
  * Client-runner throughput and overhead: a trivial agent script (prints its reward, calls no model) run through
  * the whole runner path — begin over HTTP, snapshot, spawn in its own process group under the sandbox, parse,
- * end over HTTP, store — at concurrency 1, 8 and 32. The episode API is the runner's HTTP test double, so model
- * time is excluded by construction.
+ * end over HTTP, store — at concurrency 1, 8 and 32. The episode API is the runner's HTTP test double (it answers
+ * like the real routes, see runner/episode-api-double.contract.test.ts, but hosts no model), so model time is
+ * excluded by construction.
  *
  *   episodes_per_s     finished episodes per second of wall time
  *   runner_overhead_ms mean time per episode, begin → stored (the script does nothing, so this is all spawn +

@@ -10,14 +10,14 @@
  */
 import type { ChatMessage } from '../worker/tokenizer/types.ts';
 import { PieceCache, renderPrompt } from '../swarm/node/tracker/render.ts';
-import { loadQwen3 } from '../swarm/node/tracker/testing.ts';
+import { loadQwen3 } from '../swarm/node/tracker/testing/qwen3.ts';
 import { EpisodeTracker } from '../swarm/node/tracker/tracker.ts';
 import {
   observationMessage,
   openingMessages,
   syntheticText,
   type AgentWorkload,
-} from '../swarm/node/training/synthetic-agent.ts';
+} from '../swarm/node/training/testing/synthetic-agent.ts';
 import { formatTable, type BenchContext, type Row } from './report.ts';
 
 /** Sizes in characters (≈ 4 per Qwen3 token): 25 turns ≈ the AppWorld-like workload of the merge benchmark. */

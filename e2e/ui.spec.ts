@@ -1,6 +1,6 @@
 /** The UI in Chromium against a real headless peer: what a user sees when they open the URL the peer printed. */
 import type { StatusPayload } from '../swarm/common/api.ts';
-import { VIEWS } from '../renderer/src/store/navigation/views.ts';
+import { VIEWS } from '../electron/common/views.ts';
 import { expect, test } from './fixtures.ts';
 import { apiGet } from './support/peer.ts';
 

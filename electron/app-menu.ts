@@ -7,7 +7,7 @@
  *   Help   Documentation, Report a problem (the peer's log folder)
  */
 import type { MenuItemConstructorOptions } from 'electron';
-import { VIEWS, type ViewId } from '../renderer/src/store/navigation/views.ts';
+import { VIEWS, type ViewId } from './common/views.ts';
 
 export interface AppMenuActions {
   attachScript(): void;

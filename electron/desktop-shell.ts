@@ -7,8 +7,8 @@
 import { clipboard, dialog, Menu, nativeImage, Notification, shell, Tray, type BrowserWindow } from 'electron';
 import path from 'node:path';
 import type { SwarmMembership } from '../swarm/common/api.ts';
-import type { ViewId } from '../renderer/src/store/navigation/views.ts';
-import { SCRIPT_EXTENSIONS } from '../renderer/src/views/clients/read-dropped.ts';
+import type { ViewId } from './common/views.ts';
+import { SCRIPT_EXTENSIONS } from '../swarm/common/script-extensions.ts';
 import { appMenuTemplate } from './app-menu.ts';
 import { SCRIPT_CHOSEN_CHANNEL } from './channels.ts';
 import { watchPeerEvents } from './peer-events.ts';

@@ -71,9 +71,10 @@ describe('peer events in the shell', () => {
       type: 'train-step',
       data: { model: 'elsewhere', step: 1, policyVersion: 1, time: new Date().toISOString(), groups: 1, episodes: 2, samples: 2, rewardMean: 0, metrics, checkpoint: null },
     });
+    // Notices follow their events in order, each event's training read done first: once the marker's notice is
+    // here, the step's read of 'elsewhere' has been answered (404) and said all it was going to say.
     runtime.events.broadcast({ type: 'client-paused', data: { name: 'marker', reason: 'r', breaker: true } });
     await until(() => seen.notices.length > 0, 'the marker notice');
-    await new Promise((resolve) => setTimeout(resolve, 200));
     expect(seen.warnings).toEqual([]);
     expect(seen.notices.map((n) => n.title)).toEqual(['Client marker stopped: circuit breaker open']);
   });

@@ -9,6 +9,8 @@ import { RunNotices, trainingStateSchema, type DesktopNotice } from './run-notic
 
 /** Reconnect delays: quick at first (a restarting peer is back in a second), then every few seconds. */
 const RECONNECT_MS = [250, 500, 1_000, 2_000, 5_000];
+/** A training state read answers in milliseconds on loopback; one that hangs must not hold up later notices. */
+const TRAINING_READ_TIMEOUT_MS = 10_000;
 
 export interface PeerEventsOptions {
   /** The control API root, `http://127.0.0.1:PORT/api`. */
@@ -39,12 +41,7 @@ export function watchPeerEvents(options: PeerEventsOptions): PeerEvents {
     });
     socket.on('message', (data) => {
       const event = parseEvent(data.toString());
-      try {
-        if (event) handle(event);
-      } catch (error) {
-        // An event of an unexpected shape (another version of the peer) must not take the shell down.
-        options.onWarning?.(`ignored a ${event?.type} event: ${String(error)}`);
-      }
+      if (event) handle(event);
     });
     socket.on('error', () => {
       // 'close' follows; the reconnect is scheduled there.
@@ -57,17 +54,36 @@ export function watchPeerEvents(options: PeerEventsOptions): PeerEvents {
     });
   };
 
+  // Events are turned into notices one after another, each waiting for the training reads it asked for: notices
+  // come out in the order of their events, and two reads of one model's state cannot land out of order (an older
+  // "running" after "finished" would announce the finish twice).
+  let noticesDone: Promise<void> = Promise.resolve();
+  // An event of an unexpected shape (another version of the peer) must not take the shell down, nor (thrown inside
+  // the chain) stop every later notice.
+  const ignored = (event: ServerEvent, error: unknown) => options.onWarning?.(`ignored a ${event.type} event: ${String(error)}`);
   const handle = (event: ServerEvent) => {
-    if (event.type === 'status') options.onStatus(event.data);
-    const update = notices.event(event);
-    for (const notice of update.notices) options.onNotice(notice);
-    for (const model of update.checkTraining) void checkTraining(model);
+    try {
+      if (event.type === 'status') options.onStatus(event.data);
+    } catch (error) {
+      ignored(event, error);
+    }
+    noticesDone = noticesDone.then(async () => {
+      if (closed) return;
+      try {
+        const update = notices.event(event);
+        for (const notice of update.notices) options.onNotice(notice);
+        for (const model of update.checkTraining) await checkTraining(model);
+      } catch (error) {
+        ignored(event, error);
+      }
+    });
   };
 
   const checkTraining = async (model: string) => {
     try {
       const response = await fetch(`${options.apiUrl}/models/${encodeURIComponent(model)}/training`, {
         headers: { authorization: `Bearer ${options.token}` },
+        signal: AbortSignal.timeout(TRAINING_READ_TIMEOUT_MS),
       });
       // A model that is served but not trained here has no training loop: nothing to announce.
       if (response.status === 404) return;

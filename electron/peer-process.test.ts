@@ -2,7 +2,8 @@ import { mkdtempSync, rmSync, writeFileSync, mkdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { parseReadyLine, startPeerProcess } from './peer-process.ts';
+import { parseReadyLine } from '../swarm/node/cli/peer-process.ts';
+import { startPeerProcess } from './peer-process.ts';
 
 const READY = { event: 'ready', port: 7420, apiUrl: 'a', gatewayUrl: 'g', uiUrl: 'http://127.0.0.1:7420/#token=t', token: 't', dataDir: '/d', nodeId: 'n' };
 
@@ -30,16 +31,17 @@ describe('startPeerProcess', () => {
   }
 
   it('resolves with the ready line, passes the arguments, and stops the process', async () => {
+    // The SIGTERM handler is in place before the ready line: a stop that follows it at once still exits with 0.
     const root = appWith(`
+      process.on('SIGTERM', () => process.exit(0));
       console.error('[info] starting with ' + process.argv.slice(2).join(' '));
       console.log(${JSON.stringify(JSON.stringify(READY))});
-      process.on('SIGTERM', () => process.exit(0));
       setInterval(() => {}, 1000);
     `);
     const peer = await startPeerProcess({ appRoot: root, execPath: process.execPath, dataDir: '/data', port: 0 });
     expect(peer.uiUrl).toBe(READY.uiUrl);
     // stderr and stdout are separate pipes: the log line may land just after the ready line.
-    await expect.poll(() => peer.stderr()).toContain('starting with node --json --port 0 --data-dir /data');
+    await expect.poll(() => peer.stderr()).toContain('starting with node --port 0 --data-dir /data --json');
     await peer.stop();
     expect(peer.child.exitCode).toBe(0);
     await peer.stop(); // twice is fine

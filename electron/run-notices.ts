@@ -6,7 +6,7 @@
  */
 import { z } from 'zod';
 import type { ServerEvent, StatusPayload, TrainStepSummary } from '../swarm/common/api.ts';
-import type { ViewId } from '../renderer/src/store/navigation/views.ts';
+import type { ViewId } from './common/views.ts';
 
 export interface DesktopNotice {
   title: string;

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { sampling, tinyByteConfig } from './testing.ts';
+import { sampling, tinyByteConfig } from './testing/configs.ts';
 import { createEngineFromWeights, type LocalEngine } from './engine.ts';
 import { initWeights } from './model.ts';
 import { ByteTokenizer } from './tokenizer/byte-tokenizer.ts';

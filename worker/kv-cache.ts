@@ -37,6 +37,11 @@ function attentionModule(): WebAssembly.Module {
 }
 
 /** Byte sizes shared by every chunk of caches with the same dims. */
+/** Cache dimensions it cannot hold (heads that do not share key/value heads evenly, a page larger than a chunk). */
+export class KvCacheShapeError extends RangeError {
+  override name = 'KvCacheShapeError';
+}
+
 class Layout {
   readonly rep: number;
   /** Head dim padded to the kernel's 16 floats per loop turn (padding lanes hold zeros and add nothing). */
@@ -70,7 +75,7 @@ class Layout {
     this.maxWasmPages = Math.min(65536, Math.ceil(maxChunkBytes / WASM_PAGE));
     // Each page of positions also needs H floats of score scratch per position.
     const pages = Math.floor((this.maxWasmPages * WASM_PAGE - this.kvOff) / this.bytesPerPage());
-    if (pages < 1) throw new RangeError(`a chunk of ${maxChunkBytes} bytes cannot hold one page of ${PAGE_SLOTS} positions (${this.bytesPerPage()} bytes)`);
+    if (pages < 1) throw new KvCacheShapeError(`a chunk of ${maxChunkBytes} bytes cannot hold one page of ${PAGE_SLOTS} positions (${this.bytesPerPage()} bytes)`);
     this.maxPositions = pages * PAGE_SLOTS;
     this.scale = 1 / Math.sqrt(headDim);
   }
@@ -156,7 +161,7 @@ export class HostKvCache {
     readonly dims: KvDims,
     options: KvCacheOptions = {},
   ) {
-    if (dims.heads % dims.kvHeads !== 0) throw new RangeError(`${dims.heads} heads cannot share ${dims.kvHeads} key/value heads`);
+    if (dims.heads % dims.kvHeads !== 0) throw new KvCacheShapeError(`${dims.heads} heads cannot share ${dims.kvHeads} key/value heads`);
     this.maxChunkBytes = options.maxChunkBytes ?? DEFAULT_MAX_CHUNK_BYTES;
     this.layout = new Layout(dims, this.maxChunkBytes);
     this.partMax = new Float64Array(dims.heads);

@@ -1,7 +1,7 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import * as tf from '@tensorflow/tfjs';
 import { selectBackend } from './backend.ts';
-import { tinyConfig } from './testing.ts';
+import { tinyConfig } from './testing/configs.ts';
 import { applyRope, attention, decodeHostWeights, decodeStep, forward, fuseWeights, initWeights, mlp, prefill, prefillBatch, rmsNorm, ropeTables, seededRandom, toParams } from './model.ts';
 
 const rand = seededRandom(7);

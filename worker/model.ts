@@ -15,7 +15,7 @@
  * (load, save, getWeights, setWeights). For the same reason `linear` has a custom gradient that transposes explicitly.
  */
 import * as tf from '@tensorflow/tfjs';
-import { checkDecoderTensors, decoderTensorShapes } from './checkpoint/decoder-tensors.ts';
+import { decoderTensorShapes } from './checkpoint/decoder-tensors.ts';
 import { readsSyncOnActiveBackend } from './backend.ts';
 import { readAllFloats } from './read.ts';
 import { causalAttention } from './causal-attention.ts';
@@ -125,9 +125,6 @@ export function toHuggingFace(name: string, t: { shape: number[]; data: Float32A
   const [inp, out] = t.shape;
   return { shape: [out, inp], data: transpose2d(t.data, inp, out) };
 }
-
-/** Every tensor `cfg` needs is present with its HF shape (MissingTensorError / TensorShapeError otherwise). */
-export const checkWeights = checkDecoderTensors;
 
 // ---------------------------------------------------------------------------------------------------------------
 // Primitive ops with gradients that suit the wasm backend

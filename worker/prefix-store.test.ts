@@ -4,7 +4,7 @@ import { selectBackend } from './backend.ts';
 import { createEngineFromWeights, type LocalEngine } from './engine.ts';
 import { decodeHostWeights, extendStep, forward, fuseWeights, initWeights, prefill, toParams } from './model.ts';
 import { PrefixStore } from './prefix-store.ts';
-import { sampling, tinyConfig } from './testing.ts';
+import { sampling, tinyConfig } from './testing/configs.ts';
 
 function maxDiff(a: ArrayLike<number>, b: ArrayLike<number>): number {
   let m = 0;

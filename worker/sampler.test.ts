@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { seededRandom } from './model.ts';
 import { sampleToken } from './sampler.ts';
-import { sampling } from './testing.ts';
+import { sampling } from './testing/configs.ts';
 
 const logits = Float32Array.from([1, 3, 2, 0.5, -1]);
 const draw = (over: Parameters<typeof sampling>[0], n = 4000, seed = 1) => {

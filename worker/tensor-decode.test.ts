@@ -3,7 +3,7 @@ import * as tf from '@tensorflow/tfjs';
 import { selectBackend } from './backend.ts';
 import { forward, fuseWeights, initWeights, seededRandom, toParams } from './model.ts';
 import { decodeOnDevice, deviceDecodeWeights, disposeDeviceDecodeWeights, prefillOnDevice } from './tensor-decode.ts';
-import { tinyConfig } from './testing.ts';
+import { tinyConfig } from './testing/configs.ts';
 
 // The device path is plain tf ops: it runs on wasm too, so CI checks it without a GPU (worker/webgpu.test.ts runs it
 // on WebGPU where an adapter exists).

@@ -5,7 +5,7 @@ import type { TrainMetrics, TrainSample } from './common/engine.ts';
 import { createEngineFromWeights, type LocalEngine } from './engine.ts';
 import { ppoClipLoss } from './losses.ts';
 import { forward, fuseWeights, initWeights, seededRandom, targetLogprobs, toParams } from './model.ts';
-import { sampling, tinyByteConfig, tinyConfig } from './testing.ts';
+import { sampling, tinyByteConfig, tinyConfig } from './testing/configs.ts';
 import { packMicroBatches } from './train.ts';
 import { ByteTokenizer, IM_END_ID, IM_START_ID } from './tokenizer/byte-tokenizer.ts';
 

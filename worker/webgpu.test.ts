@@ -10,7 +10,7 @@ import { readsSyncOnActiveBackend, selectBackend } from './backend.ts';
 import type { BackendName, GenerateResult, NamedTensors, TrainMetrics } from './common/engine.ts';
 import { createEngineFromWeights } from './engine.ts';
 import { initWeights } from './model.ts';
-import { sampling, tinyByteConfig } from './testing.ts';
+import { sampling, tinyByteConfig } from './testing/configs.ts';
 
 /** Dawn prints a warning when it cannot load Vulkan: look for the loader first, so that CI skips silently. */
 function vulkanLoaderPresent(): boolean {

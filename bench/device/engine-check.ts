@@ -11,7 +11,7 @@ import '../../p2p/polyfill.ts';
 import type { BackendName, DecoderConfig, SamplingParams, TrainSample } from '../../worker/common/engine.ts';
 import { createEngineFromWeights } from '../../worker/engine.ts';
 import { initWeights } from '../../worker/model.ts';
-import { tinyByteConfig } from '../../worker/testing.ts';
+import { tinyByteConfig } from '../../worker/testing/configs.ts';
 import { BENCH_CONFIG } from '../model.ts';
 
 const greedy = (maxTokens: number): SamplingParams => ({ maxTokens, temperature: 0, topP: 1, topK: 0, stopTokenIds: [], stopStrings: [], topLogprobs: 0 });

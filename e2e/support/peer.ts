@@ -6,7 +6,8 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { startPeerProcess, type PeerProcess, type PeerReady } from '../../electron/peer-process.ts';
+import type { PeerReadyLine } from '../../swarm/common/api.ts';
+import { startPeerProcess, type PeerProcess } from '../../electron/peer-process.ts';
 
 export const REPO_ROOT = fileURLToPath(new URL('../..', import.meta.url));
 
@@ -36,7 +37,7 @@ export async function startPeer(extraArgs: string[] = []): Promise<RunningPeer> 
 }
 
 /** GET an API path with the peer's token, parsed as JSON. */
-export async function apiGet<T>(peer: PeerReady, apiPath: string): Promise<T> {
+export async function apiGet<T>(peer: PeerReadyLine, apiPath: string): Promise<T> {
   const response = await fetch(`${peer.apiUrl}${apiPath}`, { headers: { Authorization: `Bearer ${peer.token}` } });
   if (!response.ok) throw new Error(`GET ${apiPath}: HTTP ${response.status}`);
   return (await response.json()) as T;

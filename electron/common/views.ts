@@ -1,4 +1,4 @@
-/** The app's views, in sidebar order. */
+/** The app's views, in sidebar order: shared by the UI (sidebar, navigation) and the shell (menu, notifications). */
 export const VIEW_IDS = ['swarm', 'models', 'clients', 'episodes', 'timeline'] as const;
 export type ViewId = (typeof VIEW_IDS)[number];
 

@@ -161,7 +161,7 @@ function libp2pOptions(options: SwarmNodeOptions, swarmName: string, privateKey:
   }
   const peerDiscovery: NonNullable<Libp2pOptions['peerDiscovery']> = [];
   if (options.bootstrap?.length) peerDiscovery.push(bootstrap({ list: options.bootstrap }));
-  if (options.mdns ?? true) peerDiscovery.push(mdns({ serviceTag: mdnsServiceTag(swarmName) }));
+  if (options.mdns ?? true) peerDiscovery.push(mdns({ serviceTag: mdnsServiceTag(swarmName, options.swarm?.key) }));
   return {
     privateKey,
     addresses: { listen },

@@ -43,11 +43,27 @@ export function testNodes(): TestNodes {
   };
 }
 
-/** Poll until `check` returns a value (no wall-clock assertion: the test's own timeout bounds it). */
-export async function eventually<T>(check: () => T | undefined | false | Promise<T | undefined | false>, intervalMs = 20): Promise<T> {
+/** How long `eventually` polls before it gives up: well inside the test timeout, so the failure says what it waited for. */
+export const EVENTUALLY_TIMEOUT_MS = 60_000;
+
+export class NeverHappenedError extends Error {
+  override name = 'NeverHappenedError';
+}
+
+/**
+ * Polls until `check` returns a value; after `timeoutMs` it fails with NeverHappenedError naming what did not happen
+ * (`what`, or the check's own source). No wall-clock assertion: the deadline only turns a hang into a clear failure.
+ */
+export async function eventually<T>(
+  check: () => T | undefined | false | Promise<T | undefined | false>,
+  options: number | { what?: string; intervalMs?: number; timeoutMs?: number } = {},
+): Promise<T> {
+  const { what, intervalMs = 20, timeoutMs = EVENTUALLY_TIMEOUT_MS } = typeof options === 'number' ? { intervalMs: options } : options;
+  const deadline = Date.now() + timeoutMs;
   while (true) {
     const value = await check();
     if (value !== undefined && value !== false) return value;
+    if (Date.now() > deadline) throw new NeverHappenedError(`waited ${timeoutMs} ms and this never held: ${what ?? check.toString()}`);
     await new Promise((resolve) => setTimeout(resolve, intervalMs));
   }
 }

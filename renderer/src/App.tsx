@@ -7,7 +7,7 @@ import { Sidebar } from './components/Sidebar.tsx';
 import { formatClock } from './format.ts';
 import { useAppStore } from './store/index.ts';
 import { navigationSelectors } from './store/navigation/selectors.ts';
-import type { ViewId } from './store/navigation/views.ts';
+import type { ViewId } from '../../electron/common/views.ts';
 import { ClientsDataView } from './views/clients/ClientsDataView.tsx';
 import { COMMANDS } from './views/commands.ts';
 import { EpisodesView } from './views/episodes/EpisodesView.tsx';

@@ -5,8 +5,8 @@
 import { StrictMode } from 'react';
 import { createRoot } from 'react-dom/client';
 import { App } from './App.tsx';
-import { apiUrlForPage, createControlApiClient } from './api/client.ts';
 import { startConnection } from './api/connection.ts';
+import { pageClient } from './api/page-client.ts';
 import { resolveToken } from './api/token.ts';
 import { appStore } from './store/index.ts';
 import { viewFromHash } from './store/navigation/slice.ts';
@@ -53,7 +53,8 @@ desktopBridge()?.onScriptChosen((path) => {
 
 const connection = token
   ? startConnection({
-      client: createControlApiClient({ apiUrl: apiUrlForPage(window.location), token }),
+      // The token is in sessionStorage now (resolveToken), where the page client reads it.
+      client: pageClient(),
       actions: appStore.getState(),
       failedAttempts: () => appStore.getState().connection.failedAttempts,
     })

@@ -5,21 +5,13 @@
 import { z } from 'zod';
 import type { TrainMetrics } from '../../worker/common/engine.ts';
 import type { RunnerEvent } from './runner-api.ts';
+import type { ModelStatus } from './swarm-api.ts';
+
+/** A hosted model's state (the swarm protocol's status carries it too, so it is defined there). */
+export type { ModelStatus } from './swarm-api.ts';
 
 export const roleSchema = z.enum(['server', 'client']);
 export type Role = z.infer<typeof roleSchema>;
-
-/** One hosted model as the status reports it. */
-export interface ModelStatus {
-  name: string;
-  source: string;
-  engineState: 'loading' | 'idle' | 'rolling' | 'draining' | 'updating' | 'failed';
-  policyVersion: number;
-  step: number;
-  backend: string | null;
-  pool: { active: number; limit: number };
-  error?: string;
-}
 
 /** Merge totals over many episodes (`GET /api/ui/savings`). */
 export interface RunSavings {

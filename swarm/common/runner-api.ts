@@ -3,9 +3,10 @@
  * `GET /api/clients` answers, and the result line an agent script prints. Pure types and zod schemas.
  */
 import { z } from 'zod';
+import { SCRIPT_FILENAME_PATTERN } from './script-extensions.ts';
 import { episodeAliasesSchema, episodeSamplingSchema } from './swarm-api.ts';
 
-/** How a script is run; `auto` picks by file extension (.py → python, .js/.mjs/.cjs/.ts/.mts → node). */
+/** How a script is run; `auto` picks by file extension (script-extensions.ts: .py → python, JS/TS → node). */
 export const scriptRuntimeSchema = z.enum(['auto', 'node', 'python']);
 export type ScriptRuntime = z.infer<typeof scriptRuntimeSchema>;
 
@@ -26,7 +27,7 @@ export const attachClientSchema = z
     /** A script file on the peer's machine, or its content uploaded with a file name (the name picks the runtime). */
     script: z.union([
       z.object({ path: z.string().min(1) }),
-      z.object({ content: z.string().min(1).max(2_000_000), filename: z.string().regex(/^[^/\\]+\.(py|js|mjs|cjs|ts|mts)$/) }),
+      z.object({ content: z.string().min(1).max(2_000_000), filename: z.string().regex(SCRIPT_FILENAME_PATTERN) }),
     ]),
     runtime: scriptRuntimeSchema.default('auto'),
     /** A JSONL file, a generator module (.js/.ts exporting a function or iterable of tasks), or the tasks inline. */
@@ -74,6 +75,45 @@ export type AttachClientOptions = z.output<typeof attachClientSchema>;
 
 export type ClientState = 'running' | 'paused' | 'broken' | 'finished';
 
+/** The role of a single-model script's one episode (`ClientStatus.models` is `{ default: model }` then). */
+export const SINGLE_MODEL_ROLE = 'default';
+
+/**
+ * Why a run was aborted, as a code (the prose beside it in `reason` says the details). The script's own failures
+ * (retried, counted by the circuit breaker) and the others (the runner or the episode API ended the run).
+ */
+export const runAbortCodeSchema = z.enum([
+  /** The episode API refused to start an episode for good (unknown model, bad request; not "busy"). */
+  'begin_failed',
+  /** The script's process could not be started. */
+  'spawn_failed',
+  /** It exited with a non-zero code. */
+  'script_failed',
+  /** It was killed by a signal it did not get from the runner. */
+  'script_crashed',
+  'time_limit',
+  'output_idle',
+  /** It exited 0 without a usable result line. */
+  'no_result',
+  /** The reward module threw or answered something that is not a reward. */
+  'reward_module_failed',
+  /** A team's result has no reward for one of its roles. */
+  'role_reward_missing',
+  /** The episode API refused the result (e.g. the episode had timed out there). */
+  'end_refused',
+  /** Not the script's fault: a newer version replaced it (inFlight: abort), it was detached, or the runner stopped. */
+  'replaced',
+  'detached',
+  'runner_stopped',
+]);
+export type RunAbortCode = z.infer<typeof runAbortCodeSchema>;
+
+/** An abort: the code to act on, the reason to read. */
+export interface RunAbort {
+  code: RunAbortCode;
+  reason: string;
+}
+
 export interface TaskMetrics {
   episodes: number;
   aborted: number;
@@ -108,6 +148,8 @@ export interface ClientRunRecord {
   kind: 'train' | 'eval';
   status: 'running' | 'ended' | 'aborted';
   reason: string | null;
+  /** Why an aborted run was aborted, as a code (null when it ended, and for runs recorded before codes existed). */
+  code?: RunAbortCode | null;
   reward: number | null;
   exitCode: number | null;
   /** How long the script's process ran (spawn to exit); the rest of the episode's time is the runner's. */

@@ -3,7 +3,6 @@
  * Shared by the peer (validation at the edge), runners, SDKs and tests. Pure: zod schemas and types only.
  */
 import { z } from 'zod';
-import type { ModelStatus } from './api.ts';
 
 /** Sampling an eval episode asks for; train episodes sample the policy as it is (temperature 1, top_p 1). */
 export const episodeSamplingSchema = z
@@ -78,4 +77,16 @@ export interface SwarmStatusResponse {
   nodeId: string;
   models: (ModelStatus & { aliases: string[] })[];
   episodes: { active: number };
+}
+
+/** One hosted model as the status reports it. */
+export interface ModelStatus {
+  name: string;
+  source: string;
+  engineState: 'loading' | 'idle' | 'rolling' | 'draining' | 'updating' | 'failed';
+  policyVersion: number;
+  step: number;
+  backend: string | null;
+  pool: { active: number; limit: number };
+  error?: string;
 }

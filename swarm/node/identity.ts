@@ -3,8 +3,10 @@
  * Created on first start, kept with mode 0600, reused across restarts.
  */
 import { randomBytes } from 'node:crypto';
-import { readFileSync, writeFileSync, renameSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
+import { basename, dirname } from 'node:path';
 import { z } from 'zod';
+import { cleanStaleTempFiles, writeFileAtomic } from './atomic-file.ts';
 
 const identitySchema = z.object({
   nodeId: z.string().regex(/^[0-9a-f]{16}$/),
@@ -17,7 +19,10 @@ export class IdentityFileError extends Error {
   override name = 'IdentityFileError';
 }
 
+/** Throws DiskFullError (atomic-file.ts) when it cannot be created for lack of space; nothing is left behind. */
 export function loadOrCreateIdentity(path: string): NodeIdentity {
+  // A start killed while writing it left its temp file; it would sit in the data directory for ever.
+  cleanStaleTempFiles(dirname(path), [basename(path)]);
   let text: string | undefined;
   try {
     text = readFileSync(path, 'utf8');
@@ -36,9 +41,7 @@ export function loadOrCreateIdentity(path: string): NodeIdentity {
     secret: randomBytes(32).toString('hex'),
     createdAt: new Date().toISOString(),
   };
-  const tmp = `${path}.${process.pid}.tmp`;
-  writeFileSync(tmp, JSON.stringify(identity, null, 2) + '\n', { mode: 0o600 });
-  renameSync(tmp, path);
+  writeFileAtomic(path, JSON.stringify(identity, null, 2) + '\n', { mode: 0o600 });
   return identity;
 }
 

@@ -4,11 +4,12 @@
  * and the event hub, and closes all of them on stop(), safely twice.
  */
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, rmSync } from 'node:fs';
 import type { Server } from 'node:http';
 import { fileURLToPath } from 'node:url';
 import type { Database } from 'better-sqlite3';
 import type { Role, StatusPayload } from '../common/api.ts';
+import { cleanStaleTempFiles, writeFileAtomic } from './atomic-file.ts';
 import { EventHub } from './control/events.ts';
 import { ControlRouter, createControlRouter, LayeredRouter } from './control/routes.ts';
 import { SwarmMembershipManager } from './control/swarm-membership.ts';
@@ -117,6 +118,8 @@ export class PeerRuntime {
   static async start(options: PeerOptions): Promise<PeerRuntime> {
     const paths = dataPaths(options.dataDir);
     mkdirSync(paths.dataDir, { recursive: true });
+    // A start that died half way (a full disk, a kill) may have left temporary files of its atomic writes.
+    cleanStaleTempFiles(paths.dataDir, ['control.json', 'identity.json']);
     const log = createLogger({ dir: paths.logs, consoleLevel: options.consoleLogLevel ?? 'info' });
     const identity = loadOrCreateIdentity(paths.identity);
     const db = openStore(paths.store);
@@ -198,6 +201,8 @@ export class PeerRuntime {
     const api = { prefix: '/api', router: new LayeredRouter(() => this.services.routes()), errorShape: 'api' } as const;
     this.server = createHttpServer({
       mounts: () => [api, ...this.services.mounts()],
+      // Loopback names are always allowed; a peer listening on a named host answers to that name too.
+      allowedHosts: [this.options.host],
       uiRoot: this.options.uiRoot,
       log: this.log,
       onUpgrade: (req, socket, head) => {
@@ -214,10 +219,8 @@ export class PeerRuntime {
 
   /** Lets the CLI on this machine find the running peer: url + token, readable by this user only. */
   private writeControlFile() {
-    const tmp = `${this.paths.control}.${process.pid}.tmp`;
     const body = { pid: process.pid, port: this.port, host: this.options.host, token: this.token, urls: this.urls };
-    writeFileSync(tmp, JSON.stringify(body, null, 2) + '\n', { mode: 0o600 });
-    renameSync(tmp, this.paths.control);
+    writeFileAtomic(this.paths.control, JSON.stringify(body, null, 2) + '\n', { mode: 0o600 });
   }
 
   status(): StatusPayload {

@@ -3,6 +3,13 @@
 /** A safetensors file is malformed: bad header, offsets out of range, an unsupported dtype … */
 export class SafetensorsFormatError extends Error {
   override name = 'SafetensorsFormatError';
+  constructor(
+    message: string,
+    /** What the file got wrong, where it is one field (a tensor's dtype, say): for callers and tests, not prose. */
+    readonly detail: { tensor?: string; dtype?: string } = {},
+  ) {
+    super(message);
+  }
 }
 
 /** config.json (or adapter_config.json) lacks a field, has one of the wrong type, or describes an unsupported model. */

@@ -113,6 +113,7 @@ function parseEntry(name: string, value: unknown, dataLength: number): Safetenso
   if (typeof dtype !== 'string' || !(dtype in BYTES_PER_ELEMENT)) {
     throw new SafetensorsFormatError(
       `tensor ${name}: unsupported dtype ${JSON.stringify(dtype)} (supported: F32, F16, BF16)`,
+      { tensor: name, dtype: String(dtype) },
     );
   }
   if (!Array.isArray(shape) || !shape.every(isNonNegativeInteger)) {

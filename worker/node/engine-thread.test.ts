@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { TrainerEngine, TrainSample } from '../common/engine.ts';
 import { initWeights } from '../model.ts';
-import { sampling, tinyByteConfig } from '../testing.ts';
+import { sampling, tinyByteConfig } from '../testing/configs.ts';
 import { startEngine, type ThreadEngine } from './engine-client.ts';
 import { createEngine } from './load-model.ts';
 import { writeModelFolder } from './hf-folder.ts';

@@ -1,5 +1,5 @@
 /** Tiny configs and defaults shared by the engine's tests (2 layers, width 64: fast on any backend). */
-import type { DecoderConfig, SamplingParams } from './common/engine.ts';
+import type { DecoderConfig, SamplingParams } from '../common/engine.ts';
 
 /** A Qwen3-style decoder over a 40-token vocabulary. */
 export const tinyConfig = (over: Partial<DecoderConfig> = {}): DecoderConfig => ({

@@ -1,6 +1,7 @@
 /**
  * Keeps the UI connected to its peer. One attempt: GET /api/status (a 401 here means a bad token — stop and
- * say so; anything else is retried), then open the event WebSocket; `status` and `log` events feed the store.
+ * say so; anything else is retried), then open the event WebSocket; `status`, `log`, `client` and `train-step`
+ * events feed the store (what no event carries, the views refetch when pushed state moves: views/use-live-refresh.ts).
  * When the socket closes, wait (exponential backoff, shown as a countdown) and try again.
  */
 import type { ServerEvent } from '../../../swarm/common/api.ts';
@@ -14,7 +15,7 @@ type StoreActions = Pick<
   'connectionStarted' | 'connectionLive' | 'connectionLost' | 'connectionUnauthorised' | 'statusReceived' | 'logReceived'
 > &
   // The data views' live updates (clients, training steps); optional so a caller may leave them out.
-  Partial<Pick<AppStore, 'clientUpdated' | 'trainStepsReceived'>>;
+  Partial<Pick<AppStore, 'clientUpdated' | 'trainStepPushed'>>;
 
 export interface ConnectionOptions {
   client: ControlApiClient;
@@ -101,7 +102,7 @@ export function startConnection({
     if (event.type === 'status') actions.statusReceived(event.data, now());
     else if (event.type === 'log') actions.logReceived(event.data);
     else if (event.type === 'client') actions.clientUpdated?.(event.data, now());
-    else if (event.type === 'train-step') actions.trainStepsReceived?.(event.data.model, [event.data]);
+    else if (event.type === 'train-step') actions.trainStepPushed?.(event.data);
     // Other event types (added by newer peers) are ignored.
   }
 

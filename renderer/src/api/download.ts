@@ -1,34 +1,23 @@
 /**
- * Saving a control-API resource as a file (checkpoint archives): fetched with the bearer token — a plain link
- * could not send it — and handed to the browser's download with the name the peer gave it.
+ * Saving a control-API resource as a file (checkpoint archives): the client (client.ts) fetches it with the bearer
+ * token — a plain link could not send it — and this hands the body to the browser's download with the name the
+ * peer gave it.
  */
-import { PeerUnreachableError, errorFromResponse } from './errors.ts';
 
-export type Download = (path: string, fallbackName: string) => Promise<void>;
-
-export function createDownload({ apiUrl, token }: { apiUrl: string; token: string }): Download {
-  const root = apiUrl.replace(/\/+$/, '');
-  return async (path, fallbackName) => {
-    let response: Response;
-    try {
-      response = await fetch(`${root}${path}`, { headers: { Authorization: `Bearer ${token}` } });
-    } catch (cause) {
-      throw new PeerUnreachableError(`The peer at ${root} did not answer`, { cause });
-    }
-    if (!response.ok) throw await errorFromResponse(response);
-    const url = URL.createObjectURL(await response.blob());
-    try {
-      const link = document.createElement('a');
-      link.href = url;
-      link.download = fileNameOf(response.headers.get('content-disposition')) ?? fallbackName;
-      document.body.append(link);
-      link.click();
-      link.remove();
-    } finally {
-      // The click has started the download; the object URL is no longer needed once the event loop turns.
-      setTimeout(() => URL.revokeObjectURL(url), 0);
-    }
-  };
+/** Saves `response`'s body as a download named by its Content-Disposition, else `fallbackName`. */
+export async function saveDownload(response: Response, fallbackName: string): Promise<void> {
+  const url = URL.createObjectURL(await response.blob());
+  try {
+    const link = document.createElement('a');
+    link.href = url;
+    link.download = fileNameOf(response.headers.get('content-disposition')) ?? fallbackName;
+    document.body.append(link);
+    link.click();
+    link.remove();
+  } finally {
+    // The click has started the download; the object URL is no longer needed once the event loop turns.
+    setTimeout(() => URL.revokeObjectURL(url), 0);
+  }
 }
 
 /** The file name of a `Content-Disposition: attachment; filename="…"` header. */

@@ -47,3 +47,10 @@ function isApiErrorBody(body: unknown): body is ApiErrorBody {
   const error = (body as { error: unknown }).error;
   return typeof error === 'object' && error !== null && typeof (error as { name?: unknown }).name === 'string';
 }
+
+/** A request's error as one line for the UI: the server's name and message. */
+export function describeError(error: unknown): string {
+  if (error instanceof Error)
+    return error.name && error.name !== 'Error' ? `${error.name}: ${error.message}` : error.message;
+  return String(error);
+}

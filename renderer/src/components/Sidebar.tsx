@@ -1,6 +1,6 @@
 import { useRef, type KeyboardEvent } from 'react';
 import { useAppStore } from '../store/index.ts';
-import { VIEWS, type ViewId } from '../store/navigation/views.ts';
+import { VIEWS, type ViewId } from '../../../electron/common/views.ts';
 import { Icon } from './Icon.tsx';
 import logoUrl from '../assets/icon.svg';
 

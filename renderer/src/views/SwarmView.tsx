@@ -1,4 +1,4 @@
-import { useEffect, useMemo } from 'react';
+import { useMemo } from 'react';
 import type { ModelStatus, StatusPayload, SwarmPeer } from '../../../swarm/common/api.ts';
 import { CopyableValue } from '../components/CopyButton.tsx';
 import { CommandLine, EmptyState } from '../components/EmptyState.tsx';
@@ -7,7 +7,8 @@ import { EngineStateBadge } from '../components/StateBadge.tsx';
 import { formatClock, formatCount, formatDuration } from '../format.ts';
 import { appStore, useAppStore } from '../store/index.ts';
 import { loadPeers } from '../store/swarm/loaders.ts';
-import { dataRequest } from './episodes/data-request.ts';
+import { apiRequest } from '../api/page-client.ts';
+import { useLiveRefresh } from './use-live-refresh.ts';
 import { activitySelectors } from '../store/activity/selectors.ts';
 import { swarmSelectors } from '../store/swarm/selectors.ts';
 import { COMMANDS } from './commands.ts';
@@ -170,21 +171,19 @@ function ModelsPanel({ models }: { models: readonly ModelStatus[] }) {
   );
 }
 
-/** Presence announcements arrive every few seconds; polling at that pace keeps the table as fresh as it can be. */
-const PEERS_POLL_MS = 3_000;
+/**
+ * Presence announcements arrive every few seconds and no event carries them, so the list is refetched at that pace
+ * as the peer's status events arrive (every second), at once when the swarm or its peer count changes, and by a
+ * fallback poll at the same pace while the event stream is down.
+ */
+const PEERS_REFRESH_MS = 3_000;
 
 /** The swarm's peers (this one first): roles, models with their policy versions, load, scripts, connection. */
 function PeersPanel({ enabled }: { enabled: boolean }) {
   const peers = useAppStore((s) => s.swarm.peers);
   const error = useAppStore((s) => s.swarm.peersError);
-  useEffect(() => {
-    if (!enabled) return;
-    const request = dataRequest();
-    const poll = () => void loadPeers(appStore, request);
-    poll();
-    const timer = setInterval(poll, PEERS_POLL_MS);
-    return () => clearInterval(timer);
-  }, [enabled]);
+  const change = useAppStore((s) => swarmSelectors.peersChangeKey(s.swarm, PEERS_REFRESH_MS));
+  useLiveRefresh(() => void loadPeers(appStore, apiRequest()), change, { enabled, fallbackMs: PEERS_REFRESH_MS });
 
   return (
     <Panel title="Swarm peers" aside={<span className="count">{enabled && peers ? peers.peers.length : 0}</span>} testId="peers-panel">

@@ -2,6 +2,7 @@
 import { readFileSync } from 'node:fs';
 import { basename, extname, resolve } from 'node:path';
 import type { AttachClientRequest, ClientStatus } from '../../common/runner-api.ts';
+import { NODE_SCRIPT_EXTENSIONS } from '../../common/script-extensions.ts';
 import { parsePositiveInt, UsageError, type Command } from './command.ts';
 import { dataDirOption, dataDirUsage, PeerClient } from './peer-client.ts';
 
@@ -84,7 +85,7 @@ export function attachRequest(values: Record<string, unknown>, scriptArg: string
   const runtime = values.runtime as string | undefined;
   if (runtime !== undefined && !['auto', 'node', 'python'].includes(runtime)) throw new UsageError(`--runtime must be auto, node or python, got "${runtime}"`);
   const upload = values.upload === true;
-  if (upload && ['.js', '.mjs', '.cjs', '.ts', '.mts'].includes(extname(tasks))) throw new UsageError('--upload takes a JSONL task file, not a generator module');
+  if (upload && NODE_SCRIPT_EXTENSIONS.includes(extname(tasks))) throw new UsageError('--upload takes a JSONL task file, not a generator module');
   return {
     name: (values.name as string | undefined) ?? basename(script).replace(/\.[^.]+$/, '').replace(/[^A-Za-z0-9._-]/g, '-'),
     script: upload ? { content: readOrUsage(script), filename: basename(script) } : { path: script },

@@ -6,6 +6,8 @@ import type { PeerReadyLine } from '../../common/api.ts';
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { PeerRuntime, DEFAULT_PORT, DEFAULT_HOST } from '../runtime.ts';
+import { DiskFullError } from '../atomic-file.ts';
+import { installProcessGuard } from '../http/process-guard.ts';
 import { PortInUseError } from '../http/server.ts';
 import { defaultDataDir } from '../paths.ts';
 import { parsePort, UsageError, type Command, type OptionValues } from './command.ts';
@@ -180,12 +182,14 @@ async function runPeer(values: OptionValues, { requireModels }: { requireModels:
       p2p: p2pOptions(values),
     });
   } catch (err) {
-    if (err instanceof PortInUseError) {
+    if (err instanceof PortInUseError || err instanceof DiskFullError) {
       process.stderr.write(`agentjet: ${err.message}\n`);
       return 1;
     }
     throw err;
   }
+  // From here on no request and no stray promise may end the process: they are logged and the peer goes on.
+  const guard = installProcessGuard(runtime.log);
   const failed = runtime.serving.models.models.filter((m) => m.state === 'failed');
   if (failed.length > 0) {
     for (const model of failed) process.stderr.write(`agentjet: model "${model.name}" failed to load: ${model.error}\n`);
@@ -195,6 +199,7 @@ async function runPeer(values: OptionValues, { requireModels }: { requireModels:
   printReady(runtime, values.json === true);
   await waitForSignal();
   await runtime.stop();
+  guard.uninstall();
   return 0;
 }
 

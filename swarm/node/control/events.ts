@@ -1,11 +1,13 @@
 /**
  * The control API's WebSocket (/api/events?token=…): pushes the status on connect and once a second, and every
- * ServerEvent the runtime publishes. A wrong token is refused before the upgrade with 401.
+ * ServerEvent the runtime publishes. A wrong token is refused before the upgrade with 401. The HTTP server has
+ * checked Host and Origin before handing the upgrade here (http/server.ts).
  */
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { WebSocketServer, type WebSocket } from 'ws';
 import type { ServerEvent, StatusPayload } from '../../common/api.ts';
+import { parseRequestTarget } from '../http/edge.ts';
 import { tokensEqual } from './auth.ts';
 
 /** Status pushes: often enough that uptime and pool counts look live, rare enough to cost nothing. */
@@ -27,7 +29,12 @@ export class EventHub {
 
   /** Returns false when the upgrade is not ours (another path), so the caller can pass it on. */
   handleUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer): boolean {
-    const url = new URL(req.url ?? '/', 'http://localhost');
+    let url: URL;
+    try {
+      url = parseRequestTarget(req.url);
+    } catch {
+      return false;
+    }
     if (url.pathname !== '/api/events') return false;
     const token = url.searchParams.get('token') ?? '';
     if (!tokensEqual(token, this.token)) {

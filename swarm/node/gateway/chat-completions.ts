@@ -1,9 +1,10 @@
 /**
  * `POST /v1/chat/completions` for one episode's agent. In order:
  *   1. the API key names the episode (401 otherwise, 409 once it is over);
- *   2. the body is validated (400 naming the field, 413 when too large);
+ *   2. the body is validated (415 unless sent as JSON, 413 when too large, 400 naming the field);
  *   3. `model` must be the episode's model, a host alias or one of the episode's aliases (404), not updating (503 + Retry-After);
- *   4. the tracker renders the prompt (splicing in what earlier calls generated, so tokens never drift);
+ *   4. a prompt that certainly exceeds the context is refused before any rendering (400 context_length_exceeded);
+ *      else the tracker renders it (splicing in what earlier calls generated, so tokens never drift);
  *   5. n samples run in the engine's worker thread (continuous batching there), streamed token by token or
  *      gathered into one answer;
  *   6. each sample is recorded as its own call (stored as it completes) before the client gets the last byte.
@@ -15,10 +16,17 @@ import type { ChatMessage } from '../../../worker/tokenizer/types.ts';
 import { bearerToken } from '../control/auth.ts';
 import { episodeModelNames, type EpisodeService, type ActiveEpisode } from '../episodes/episode-service.ts';
 import { RETRY_AFTER_S, withEpisodeErrors } from '../episodes/http-errors.ts';
-import { HttpError, badRequest, unavailable } from '../http/errors.ts';
-import { readBody, sendJson, validate } from '../http/respond.ts';
+import { HttpError, unavailable } from '../http/errors.ts';
+import { parseJsonBody, readBody, requireJsonContentType, sendJson, validate } from '../http/respond.ts';
 import type { Logger } from '../log.ts';
-import { chatCompletionRequestSchema, toChatMessages, toToolSpecs, stopStrings, type ChatCompletionRequest } from './chat-request.ts';
+import {
+  chatCompletionRequestSchema,
+  promptTokensAtLeast,
+  toChatMessages,
+  toToolSpecs,
+  stopStrings,
+  type ChatCompletionRequest,
+} from './chat-request.ts';
 import { CompletionChoice } from './completion-choice.ts';
 import type { OutputEvent } from './output-stream.ts';
 import type { OverheadMeter } from './overhead.ts';
@@ -39,6 +47,7 @@ export function createChatCompletionsHandler(options: ChatCompletionsOptions) {
   return async function chatCompletions(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const busy = new BusyClock();
     const episode = await withEpisodeErrors(() => busy.time(() => options.episodes.authenticate(bearerToken(req))));
+    requireJsonContentType(req);
     const raw = await readBody(req, options.bodyLimit ?? GATEWAY_BODY_LIMIT);
     const body = busy.time(() => validate(chatCompletionRequestSchema, parseJsonBody(raw)));
     const model = episode.model;
@@ -94,34 +103,22 @@ class BusyClock {
   }
 }
 
-function parseJsonBody(raw: Buffer): unknown {
-  if (raw.length === 0) throw badRequest('request body is empty; send a JSON object');
-  try {
-    return JSON.parse(raw.toString('utf8'));
-  } catch (err) {
-    throw badRequest(`request body is not valid JSON: ${(err as Error).message}`);
-  }
-}
-
 /** Answers one call; 'cancelled' when the client hung up before the answer was complete. */
 async function complete(episode: ActiveEpisode, body: ChatCompletionRequest, req: IncomingMessage, res: ServerResponse, busy: BusyClock): Promise<'answered' | 'cancelled'> {
   busy.start();
   const model = episode.model;
   const { tokenizer, engine } = model;
   const messages = toChatMessages(body.messages);
+  const contextSize = engine.info.config.max_position_embeddings;
+  const atLeast = promptTokensAtLeast(messages, tokenizer, contextSize);
+  if (atLeast >= contextSize) throw contextLengthExceeded(`the prompt is at least ${atLeast} tokens`, model.name, contextSize);
   const tools = toToolSpecs(body);
   const rendered = episode.tracker.render(messages, { tools });
   const hermes = model.template.toolCallFormat === 'hermes';
   const forcedPrefix = hermes ? forcedToolCallPrefix(body) : '';
   const forcedPrefixIds = forcedPrefix ? tokenizer.encode(forcedPrefix) : [];
   const promptIds = [...rendered.promptIds, ...forcedPrefixIds];
-  const contextSize = engine.info.config.max_position_embeddings;
-  if (promptIds.length >= contextSize) {
-    throw new HttpError(400, 'InvalidRequestError', `the prompt is ${promptIds.length} tokens; model "${model.name}" takes at most ${contextSize - 1} before it answers`, {
-      code: 'context_length_exceeded',
-      field: 'messages',
-    });
-  }
+  if (promptIds.length >= contextSize) throw contextLengthExceeded(`the prompt is ${promptIds.length} tokens`, model.name, contextSize);
 
   const n = body.n ?? 1;
   const stopTokenIds = tokenizer.eosTokenIds;
@@ -241,6 +238,13 @@ async function complete(episode: ActiveEpisode, body: ChatCompletionRequest, req
   });
   busy.stop();
   return 'answered';
+}
+
+function contextLengthExceeded(prompt: string, modelName: string, contextSize: number): HttpError {
+  return new HttpError(400, 'InvalidRequestError', `${prompt}; model "${modelName}" takes at most ${contextSize - 1} before it answers`, {
+    code: 'context_length_exceeded',
+    field: 'messages',
+  });
 }
 
 /**

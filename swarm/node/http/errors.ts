@@ -23,3 +23,18 @@ export const payloadTooLarge = (limit: number) =>
   new HttpError(413, 'PayloadTooLargeError', `request body exceeds ${limit} bytes`, { code: 'request_too_large' });
 export const unavailable = (message: string, retryAfterS: number, code = 'unavailable') =>
   new HttpError(503, 'ServiceUnavailableError', message, { code, headers: { 'Retry-After': String(retryAfterS) } });
+export const unsupportedMediaType = (given: string) =>
+  new HttpError(
+    415,
+    'UnsupportedMediaTypeError',
+    `request body is sent as "${given}"; send JSON with Content-Type: application/json`,
+    { code: 'unsupported_media_type' },
+  );
+/** The disk holding the peer's data is full: nothing was stored, and retrying after freeing space works. */
+export const insufficientStorage = (what: string) =>
+  new HttpError(
+    507,
+    'InsufficientStorageError',
+    `${what}: the disk holding the peer's data directory is full; nothing was stored. Free some space (old checkpoints in <data>/checkpoints, logs in <data>/logs) and retry`,
+    { code: 'insufficient_storage' },
+  );

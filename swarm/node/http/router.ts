@@ -3,6 +3,7 @@
  * and path params; they write the response themselves (JSON helpers in respond.ts) or throw an HttpError.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { HttpError } from './errors.ts';
 
 export interface RouteContext {
   url: URL;
@@ -50,7 +51,10 @@ export class Router {
     return this.add('DELETE', path, handler);
   }
 
-  /** The handler for a request, or why there is none (`404` no such path, `405` path exists for other methods). */
+  /**
+   * The handler for a request, or why there is none (`404` no such path, `405` path exists for other methods).
+   * Throws a 400 when a path parameter is not valid percent-encoding: before any handler, so before its auth check.
+   */
   match(method: string, pathname: string): { handler: Handler; params: Record<string, string> } | 404 | 405 {
     let pathMatched = false;
     for (const route of this.routes) {
@@ -59,9 +63,20 @@ export class Router {
       pathMatched = true;
       if (route.method !== method) continue;
       const params: Record<string, string> = {};
-      route.keys.forEach((key, i) => (params[key] = decodeURIComponent(m[i + 1])));
+      route.keys.forEach((key, i) => (params[key] = decodeParam(key, m[i + 1])));
       return { handler: route.handler, params };
     }
     return pathMatched ? 405 : 404;
+  }
+}
+
+function decodeParam(key: string, raw: string): string {
+  try {
+    return decodeURIComponent(raw);
+  } catch {
+    throw new HttpError(400, 'InvalidRequestError', `path parameter ${key} is not valid percent-encoding (UTF-8 bytes as %XX)`, {
+      field: key,
+      code: 'invalid_path_encoding',
+    });
   }
 }

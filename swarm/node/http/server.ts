@@ -4,9 +4,11 @@
  * else is the UI. Errors are rendered last, in the shape the
  * mount's clients expect (OpenAI's for /v1).
  */
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createServer, STATUS_CODES, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
-import { HttpError } from './errors.ts';
+import { isDiskFullError } from '../atomic-file.ts';
+import { HostPolicy, parseRequestTarget } from './edge.ts';
+import { HttpError, insufficientStorage } from './errors.ts';
 import type { Router } from './router.ts';
 import { createStaticHandler } from './static.ts';
 import type { Logger } from '../log.ts';
@@ -25,6 +27,11 @@ export interface HttpServerOptions {
   uiRoot: string;
   log: Logger;
   onUpgrade?: (req: IncomingMessage, socket: Duplex, head: Buffer) => void;
+  /**
+   * Host names clients may use besides 127.0.0.1, localhost and [::1] (any port): the address the peer listens on,
+   * a LAN name. Every other Host is refused (421), which stops DNS rebinding.
+   */
+  allowedHosts?: readonly string[];
 }
 
 export class PortInUseError extends Error {
@@ -34,17 +41,28 @@ export class PortInUseError extends Error {
   }
 }
 
+/**
+ * Every request runs inside one error boundary: whatever a request does (a target that does not parse, a handler
+ * that throws), it gets an answer and the peer keeps serving. In order: the target, the Host, the mount; on a
+ * mount the Origin, the route, the handler; errors rendered last.
+ */
 export function createHttpServer(options: HttpServerOptions): Server {
   const serveStatic = createStaticHandler(options.uiRoot);
+  const hosts = new HostPolicy(options.allowedHosts);
 
   async function handle(req: IncomingMessage, res: ServerResponse) {
-    const url = new URL(req.url ?? '/', 'http://localhost');
-    const mount = longestMatch(options.mounts(), url.pathname);
-    if (!mount) {
-      serveStatic(req, res, url.pathname);
-      return;
-    }
+    let shape: ErrorShape = 'api';
     try {
+      const url = parseRequestTarget(req.url);
+      const mount = longestMatch(options.mounts(), url.pathname);
+      if (mount) shape = mount.errorShape;
+      hosts.checkHost(req, url, !req.url?.startsWith('/'));
+      if (!mount) {
+        serveStatic(req, res, url.pathname);
+        return;
+      }
+      // The UI's pages are public; the APIs act, so a browser on another site must not drive them.
+      hosts.checkOrigin(req);
       const found = mount.router.match(req.method ?? 'GET', url.pathname);
       if (found === 404) throw new HttpError(404, 'NotFoundError', `no route ${url.pathname}`, { code: 'unknown_url' });
       if (found === 405) {
@@ -54,12 +72,32 @@ export function createHttpServer(options: HttpServerOptions): Server {
       }
       await found.handler(req, res, { url, params: found.params });
     } catch (err) {
-      sendError(res, mount.errorShape, err, options.log);
+      sendError(res, shape, err, options.log);
     }
   }
 
-  const server = createServer((req, res) => void handle(req, res));
-  if (options.onUpgrade) server.on('upgrade', options.onUpgrade);
+  function upgrade(req: IncomingMessage, socket: Duplex, head: Buffer) {
+    // After 'upgrade' the socket is ours: an error on it with no listener (a reset) would end the process.
+    socket.on('error', () => socket.destroy());
+    try {
+      const url = parseRequestTarget(req.url);
+      hosts.checkHost(req, url, !req.url?.startsWith('/'));
+      hosts.checkOrigin(req);
+      if (options.onUpgrade) options.onUpgrade(req, socket, head);
+      else socket.destroy();
+    } catch (err) {
+      refuseUpgrade(socket, err, options.log);
+    }
+  }
+
+  const server = createServer((req, res) => {
+    handle(req, res).catch((err: unknown) => {
+      // sendError itself failed (the connection is gone mid-answer): nothing can be said to this client.
+      res.destroy();
+      options.log.warn('could not answer a request', { error: String(err) });
+    });
+  });
+  server.on('upgrade', upgrade);
   // Keep-alive sockets would hold close() open for seconds; agents reconnect cheaply on loopback.
   server.keepAliveTimeout = 5_000;
   return server;
@@ -92,11 +130,15 @@ export function listen(server: Server, port: number, host: string): Promise<numb
   });
 }
 
+/** The HttpError a thrown value answers as: itself, 507 for a full disk (ENOSPC, SQLITE_FULL), else 500. */
+export function toHttpError(err: unknown): HttpError {
+  if (err instanceof HttpError) return err;
+  if (isDiskFullError(err)) return insufficientStorage('the request could not be stored');
+  return new HttpError(500, 'InternalError', 'internal error; the peer log has the details', { code: 'internal_error' });
+}
+
 function sendError(res: ServerResponse, shape: ErrorShape, err: unknown, log: Logger) {
-  const httpError =
-    err instanceof HttpError
-      ? err
-      : new HttpError(500, 'InternalError', 'internal error; the peer log has the details', { code: 'internal_error' });
+  const httpError = toHttpError(err);
   if (!(err instanceof HttpError)) log.error('request failed', { error: String((err as Error)?.stack ?? err) });
   if (res.headersSent) {
     // A streaming answer already started: the stream writer reports the error in-band; just end it.
@@ -121,6 +163,17 @@ function sendError(res: ServerResponse, shape: ErrorShape, err: unknown, log: Lo
     ...httpError.details.headers,
   });
   res.end(text);
+}
+
+/** An upgrade refused before it happened: a plain HTTP answer on the raw socket, then close. */
+function refuseUpgrade(socket: Duplex, err: unknown, log: Logger) {
+  const httpError = toHttpError(err);
+  if (!(err instanceof HttpError)) log.error('upgrade failed', { error: String((err as Error)?.stack ?? err) });
+  const text = JSON.stringify({ error: { name: httpError.name, message: httpError.message, field: httpError.details.field } });
+  socket.end(
+    `HTTP/1.1 ${httpError.status} ${STATUS_CODES[httpError.status] ?? ''}\r\n` +
+      `Content-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(text)}\r\nConnection: close\r\n\r\n${text}`,
+  );
 }
 
 function openAiErrorType(status: number): string {

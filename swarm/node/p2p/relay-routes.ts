@@ -14,7 +14,7 @@ import { bearerToken } from '../control/auth.ts';
 import { withEpisodeErrors } from '../episodes/http-errors.ts';
 import { clientForNewEpisode, requireOwnEpisode, swarmAuthorizer } from '../episodes/swarm-auth.ts';
 import { HttpError, badRequest } from '../http/errors.ts';
-import { readBody, readValidated, sendJson } from '../http/respond.ts';
+import { parseJsonBody, readBody, readValidated, requireJsonContentType, sendJson } from '../http/respond.ts';
 import { Router, type RouteContext } from '../http/router.ts';
 import type { Mount } from '../http/server.ts';
 import type { Logger } from '../log.ts';
@@ -147,6 +147,7 @@ function chatRelay(
     const key = bearerToken(req);
     const episode = key ? init.remote.findByKey(key) : undefined;
     if (!episode) return localHandler(req, res, ctx);
+    requireJsonContentType(req);
     const body = parseObject(await readBody(req, INFER_BODY_LIMIT));
     // A server peer that dropped a moment ago is waited for (its grace period); a gone one is PeerGoneError.
     await init.remote.reachable(episode);
@@ -217,14 +218,7 @@ async function relayCompletion(
 }
 
 function parseObject(raw: Buffer): Record<string, unknown> {
-  if (raw.length === 0) throw badRequest('request body is empty; send a JSON object');
-  let value: unknown;
-  try {
-    value = JSON.parse(raw.toString('utf8'));
-  } catch (err) {
-    throw badRequest(`request body is not valid JSON: ${(err as Error).message}`);
-  }
-  if (typeof value !== 'object' || value === null || Array.isArray(value))
-    throw badRequest('request body must be a JSON object');
+  const value = parseJsonBody(raw);
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) throw badRequest('request body must be a JSON object');
   return value as Record<string, unknown>;
 }

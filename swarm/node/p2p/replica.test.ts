@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createSwarmToken } from '../../../p2p/index.ts';
 import type { CreateEpisodeResponse } from '../../common/swarm-api.ts';
+import { eventually } from '../../../p2p/testing/nodes.ts';
 import { PeerRuntime } from '../runtime.ts';
 import type { FetchedWeights } from './weights-sync.ts';
 
@@ -42,9 +43,10 @@ beforeAll(async () => {
     p2p: { swarmToken, listen: LOOPBACK, mdns: false, presenceIntervalMs: 200, bootstrap: [trainer.p2p!.node.multiaddrs()[0]], mirror: ['tiny'] },
   });
   // Weights are announced over gossip: wait until the trainer's announcements reach the replica.
-  while (!replica.p2p!.node.presence.list().some((entry) => entry.peerId === trainer.p2p!.node.peerId)) {
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
+  await eventually(() => replica.p2p!.node.presence.list().some((entry) => entry.peerId === trainer.p2p!.node.peerId), {
+    what: "the trainer's presence at the replica",
+    intervalMs: 50,
+  });
 }, 120_000);
 
 afterAll(async () => {

@@ -12,6 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createSwarmNode, createSwarmToken } from '../../../p2p/index.ts';
 import { parseSafetensors } from '../../../worker/checkpoint/safetensors.ts';
 import type { CreateEpisodeResponse, SwarmStatusResponse } from '../../common/swarm-api.ts';
+import { eventually } from '../../../p2p/testing/nodes.ts';
 import { PeerRuntime } from '../runtime.ts';
 import { openStore } from '../store/db.ts';
 import { getEpisode } from '../store/episodes.ts';
@@ -71,7 +72,7 @@ afterAll(async () => {
 });
 
 async function until(check: () => boolean | Promise<boolean>): Promise<void> {
-  while (!(await check())) await new Promise((resolve) => setTimeout(resolve, 50));
+  await eventually(check, 50);
 }
 
 async function api<T>(peer: PeerRuntime, path: string): Promise<{ status: number; body: T }> {
@@ -204,7 +205,7 @@ describe('a client peer without models uses a server peer’s model through the 
     try {
       await expect(
         stranger.dial(server.p2p!.node.multiaddrs()[0], { signal: AbortSignal.timeout(10_000) }),
-      ).rejects.toThrow();
+      ).rejects.toMatchObject({ name: 'EncryptionFailedError' });
       expect(stranger.connectedPeers()).not.toContain(server.p2p!.node.peerId);
       expect(stranger.presence.list()).toEqual([]);
     } finally {
@@ -238,11 +239,13 @@ describe('a client peer without models uses a server peer’s model through the 
     const end = await swarmPost(client, `/episodes/${episode.episodeId}/end`, { reward: 1 });
     expect((end.body.error as { name: string }).name).toBe('PeerGoneError');
 
-    // With its only host gone, the swarm no longer offers the model: a new episode is refused clearly.
+    // With its only host gone, a new episode waits for a server (retryable) rather than failing as an unknown model.
     await until(() => !client.p2p!.node.connectedPeers().includes(serverPeerId));
     const next = await swarmPost(client, '/episodes', { model: 'tiny', taskId: 'task-next' });
-    expect(next.status).toBe(404);
-    expect((next.body.error as { name: string }).name).toBe('NotFoundError');
+    expect(next.status).toBe(503);
+    expect((next.body.error as { name: string }).name).toBe('NoServerNowError');
+    const never = await swarmPost(client, '/episodes', { model: 'never-hosted', taskId: 'task-next' });
+    expect(never.status).toBe(404);
 
     const db = openStore(serverStore);
     try {

@@ -15,6 +15,7 @@ import type { CreateEpisodeResponse } from '../../common/swarm-api.ts';
 import type { PeerOptions } from '../runtime.ts';
 import type { SwarmPeer } from '../../common/api.ts';
 import { startRuntimeProcess, type RuntimeProcess } from './testing/runtime-processes.ts';
+import { eventually } from '../../../p2p/testing/nodes.ts';
 import type { FetchedWeights, PublishedWeights } from './weights-sync.ts';
 
 const dirs: string[] = [];
@@ -55,13 +56,7 @@ afterAll(async () => {
   for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
 });
 
-async function until<T>(check: () => Promise<T | undefined | false>): Promise<T> {
-  while (true) {
-    const value = await check();
-    if (value !== undefined && value !== false) return value;
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-}
+const until = <T>(check: () => Promise<T | undefined | false>): Promise<T> => eventually(check, 100);
 
 describe('three peers in three processes', () => {
   it('discover each other, relay a streamed completion, train on the server and mirror the new weights', async () => {

@@ -1,8 +1,10 @@
 /**
  * The runner's only way to the model: the swarm episode API over HTTP (`/swarm/v1`). It never learns where the
- * model lives; the same calls are relayed over p2p when the model is on another peer.
+ * model lives; the same calls are relayed over p2p when the model is on another peer. Answers are validated
+ * (zod) before the runner uses them; errors keep the remote's status, error name and Retry-After.
  */
-import type { CreateEpisodeRequest, CreateEpisodeResponse, EndEpisodeRequest, SwarmStatusResponse } from '../../common/swarm-api.ts';
+import { z } from 'zod';
+import type { CreateEpisodeRequest, CreateEpisodeResponse, EndEpisodeRequest } from '../../common/swarm-api.ts';
 import { EpisodeApiError } from './errors.ts';
 
 export type BeginEpisodeRequest = CreateEpisodeRequest;
@@ -11,6 +13,24 @@ export type { EndEpisodeRequest };
 
 /** A bounded wait per call: an unresponsive peer must not hold an episode slot forever. */
 const REQUEST_TIMEOUT_MS = 30_000;
+/** Of an error body, enough for the message; the rest is dropped. */
+const ERROR_TEXT_CHARS = 200;
+
+const beganEpisodeSchema = z.object({
+  episodeId: z.string().min(1),
+  baseUrl: z.string().min(1),
+  apiKey: z.string().min(1),
+  model: z.string().min(1),
+  policyVersion: z.number(),
+});
+
+/** The part of `GET /swarm/v1/status` the runner reads: which names each model answers to. */
+const swarmModelsSchema = z.looseObject({
+  models: z.array(z.looseObject({ name: z.string(), aliases: z.array(z.string()) })),
+});
+export type SwarmModels = z.infer<typeof swarmModelsSchema>;
+
+const errorBodySchema = z.looseObject({ error: z.looseObject({ name: z.string().optional(), message: z.string().optional() }) });
 
 export class EpisodeApi {
   constructor(
@@ -24,12 +44,12 @@ export class EpisodeApi {
     return typeof this.base === 'string' ? this.base : this.base();
   }
 
-  begin(request: BeginEpisodeRequest): Promise<BeganEpisode> {
-    return this.call('POST', '/episodes', request.client ?? '', request) as Promise<BeganEpisode>;
+  async begin(request: BeginEpisodeRequest): Promise<BeganEpisode> {
+    return this.parsed('POST /episodes', beganEpisodeSchema, await this.call('POST', '/episodes', request.client ?? '', request));
   }
 
-  status(client: string): Promise<SwarmStatusResponse> {
-    return this.call('GET', '/status', client) as Promise<SwarmStatusResponse>;
+  async status(client: string): Promise<SwarmModels> {
+    return this.parsed('GET /status', swarmModelsSchema, await this.call('GET', '/status', client));
   }
 
   async end(client: string, episodeId: string, result: EndEpisodeRequest): Promise<void> {
@@ -40,8 +60,15 @@ export class EpisodeApi {
     await this.call('POST', `/episodes/${encodeURIComponent(episodeId)}/abort`, client, { reason });
   }
 
+  private parsed<T>(what: string, schema: z.ZodType<T>, value: unknown): T {
+    const parsed = schema.safeParse(value);
+    if (!parsed.success) throw new EpisodeApiError(`${what} answered an unexpected body: ${parsed.error.issues[0].message}`, 200, 'InvalidResponseError');
+    return parsed.data;
+  }
+
   private async call(method: string, path: string, client: string, body?: unknown): Promise<unknown> {
     let res: Response;
+    let text: string;
     try {
       res = await fetch(this.baseUrl + path, {
         method,
@@ -49,10 +76,11 @@ export class EpisodeApi {
         body: body === undefined ? undefined : JSON.stringify(body),
         signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS),
       });
+      text = await res.text();
     } catch (err) {
+      // Refused, reset or timed out, before or while the answer came: the same to the runner (retry later).
       throw new EpisodeApiError(`episode API unreachable at ${this.baseUrl}: ${(err as Error).message}`, 0, 'NetworkError');
     }
-    const text = await res.text();
     let json: unknown;
     try {
       json = text ? JSON.parse(text) : {};
@@ -60,13 +88,25 @@ export class EpisodeApi {
       json = {};
     }
     if (!res.ok) {
-      const error = (json as { error?: { name?: string; message?: string } }).error;
+      const error = errorBodySchema.safeParse(json);
+      const remote = error.success ? error.data.error : undefined;
       throw new EpisodeApiError(
-        `${method} ${path} → ${res.status}: ${error?.message ?? text.slice(0, 200)}`,
+        `${method} ${path} → ${res.status}: ${remote?.message ?? text.slice(0, ERROR_TEXT_CHARS)}`,
         res.status,
-        error?.name ?? 'HttpError',
+        remote?.name ?? 'HttpError',
+        retryAfterMs(res.headers.get('retry-after')),
       );
     }
     return json;
   }
+}
+
+/** Retry-After as seconds or an HTTP date (RFC 9110 §10.2.3), in ms from now; null when absent or unreadable. */
+export function retryAfterMs(header: string | null, now = Date.now()): number | null {
+  const value = header?.trim() ?? '';
+  if (/^\d+$/.test(value)) return Number(value) * 1000;
+  // An HTTP date names its day and month ("Wed, 21 Oct 2015 07:28:00 GMT"); Date.parse alone takes "-3" as a year.
+  if (!/^[A-Za-z]{3}, /.test(value)) return null;
+  const at = Date.parse(value);
+  return Number.isNaN(at) ? null : Math.max(0, at - now);
 }

@@ -30,6 +30,14 @@ export class ClientNotFoundError extends Error {
   override name = 'ClientNotFoundError';
 }
 
+/** The runner was closed (the peer is stopping): it starts nothing any more. */
+export class RunnerStoppedError extends Error {
+  override name = 'RunnerStoppedError';
+  constructor() {
+    super('the client runner is stopped (the peer is shutting down); attach again after it restarts');
+  }
+}
+
 /** The episode API answered with an error; `status` and `errorName` are the remote's. */
 export class EpisodeApiError extends Error {
   override name = 'EpisodeApiError';
@@ -37,10 +45,12 @@ export class EpisodeApiError extends Error {
     message: string,
     readonly status: number,
     readonly errorName: string,
+    /** The server's Retry-After, in milliseconds (null when it sent none). */
+    readonly retryAfterMs: number | null = null,
   ) {
     super(message);
   }
-  /** 503 (draining, pool full) and network failures are worth retrying; 4xx are not. */
+  /** Busy (429 pool full, 503 draining or updating), other 5xx and network failures are worth retrying; 4xx are not. */
   get retryable(): boolean {
     return this.status === 0 || this.status === 429 || this.status >= 500;
   }

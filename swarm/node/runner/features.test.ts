@@ -1,6 +1,7 @@
 /**
- * Hot swap, cocktail weights, teams, task sources, reward modules and the long-running SDKs, against the episode
- * API over real HTTP (the test double in testing/episode-api-double.ts) with real child processes.
+ * Hot swap, cocktail weights, teams, task sources, reward modules, restart and the long-running SDKs, against the
+ * REAL episode routes (testing/episode-server.ts) with real child processes. Waits are on the runner's events and
+ * state, never on time.
  */
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
@@ -9,11 +10,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import type { ClientRunRecord } from '../../common/runner-api.ts';
 import { openStore } from '../store/db.ts';
-import { EpisodeApi } from './episode-api.ts';
 import { ClientRunner } from './runner.ts';
-import { useRunnerFixture } from './testing/fixture.ts';
+import { useRunnerFixture, waitForRuns, waitForState } from './testing/fixture.ts';
 import { pythonExecutable, tsxLoaderUrl } from './script.ts';
 import { episodeSpecs, openTaskSource, parseJsonl } from './tasks.ts';
 import { episodeFromEnv } from '../../../sdk/typescript/agentjet.ts';
@@ -26,21 +25,9 @@ function scratch(): string {
   return mkdtempSync(join(tmpdir(), 'agentjet-feat-'));
 }
 
-function waitForRuns(runner: { onRun(l: (r: ClientRunRecord) => void): () => void }, count: (r: ClientRunRecord) => boolean, n: number) {
-  return new Promise<void>((resolve) => {
-    let seen = 0;
-    const off = runner.onRun((r) => {
-      if (count(r) && ++seen >= n) {
-        off();
-        resolve();
-      }
-    });
-  });
-}
-
 describe('hot swap', () => {
   it('new episodes run the new version; in-flight ones of the old version finish; each records its hash', async () => {
-    const { runner, double } = await setup();
+    const { runner, server } = await setup();
     const v1 = 'setTimeout(() => console.log(JSON.stringify({ reward: 1 })), 300);';
     const v2 = 'console.log(JSON.stringify({ reward: 2 }));';
     const first = await attachInline(runner, 'swap', 'agent.mjs', v1, { epochs: undefined, concurrency: 2 });
@@ -58,21 +45,19 @@ describe('hot swap', () => {
     expect(runs.slice(firstNew).filter((r) => r.scriptHash === first.scriptHash).length).toBeLessThanOrEqual(2);
     expect(runs.filter((r) => r.scriptHash === second.scriptHash).every((r) => r.reward === 2)).toBe(true);
     expect(runs.every((r) => r.status === 'ended')).toBe(true);
-    // The episode API saw each episode's script hash too.
-    const hashes = new Set(double.list({ client: 'swap' }).map((e) => e.scriptHash));
-    expect(hashes).toEqual(new Set([first.scriptHash, second.scriptHash]));
+    // The episode API stored each episode's script hash too: the one of the version that ran it.
+    for (const run of runs) expect(server.episode(run.episodeIds[0])?.scriptHash).toBe(run.scriptHash);
   });
 
   it('with inFlight: abort, episodes of the old version are aborted with the reason', async () => {
     const { runner } = await setup();
     await attachInline(runner, 'swap', 'slow.mjs', "console.log('started'); setTimeout(() => {}, 60_000);", { epochs: undefined, concurrency: 1 });
-    // Wait until the old version's process runs.
-    await new Promise((r) => setTimeout(r, 200));
+    // Until the old version's episode has begun and its run is in flight.
+    await waitForState(runner, () => runner.get('swap').counts.started === 1);
     await attachInline(runner, 'swap', 'fast.mjs', REWARD_1, { inFlight: 'abort', concurrency: 1 });
     await runner.settled('swap');
     const [old, ...rest] = runner.runs('swap');
-    expect(old.status).toBe('aborted');
-    expect(old.reason).toMatch(/replaced by version 2 of swap/);
+    expect([old.status, old.code]).toEqual(['aborted', 'replaced']);
     expect(rest.map((r) => r.status)).toEqual(['ended']);
   });
 });
@@ -106,7 +91,7 @@ describe('teams', () => {
       const res = await fetch(process.env['OPENAI_BASE_URL' + suffix] + '/chat/completions', {
         method: 'POST',
         headers: { 'content-type': 'application/json', authorization: 'Bearer ' + process.env['OPENAI_API_KEY' + suffix] },
-        body: JSON.stringify({ model: process.env['AGENTJET_MODEL' + suffix], messages: [{ role: 'user', content: role }] }),
+        body: JSON.stringify({ model: process.env['AGENTJET_MODEL' + suffix], messages: [{ role: 'user', content: role }], max_tokens: 4 }),
       });
       if (!res.ok) process.exit(4);
     }
@@ -115,40 +100,45 @@ describe('teams', () => {
     console.log(JSON.stringify({ rewards: { proposer: 1, verifier: 0 } }));`;
 
   it('each role gets its own model and key; the roles are rewarded separately', async () => {
-    const { runner, double } = await setup();
-    await attachInline(runner, 'team', 'team.mjs', TEAM, { model: undefined, models: { proposer: 'prop-model', verifier: 'ver-model' } });
+    const { runner, server } = await setup();
+    // The verifier names the model by a host alias: to the runner, another model.
+    await attachInline(runner, 'team', 'team.mjs', TEAM, { model: undefined, models: { proposer: 'tiny', verifier: 'gpt-4o-mini' } });
     await runner.settled('team');
-    const episodes = double.list({ client: 'team' });
-    expect(episodes.map((e) => [e.model, e.state, e.reward, e.calls]).sort()).toEqual([
-      ['prop-model', 'ended', 1, 1],
-      ['ver-model', 'ended', 0, 1],
-    ]);
-    expect(episodes[0].teamId).toBeDefined();
-    expect(episodes[0].teamId).toBe(episodes[1].teamId);
+    const [run] = runner.runs('team');
+    expect([run.status, run.reward]).toEqual(['ended', 0.5]);
+    // Episodes in role order: proposer, verifier.
+    const [proposer, verifier] = run.episodeIds.map((id) => server.episode(id)!);
+    expect([proposer.state, proposer.reward, verifier.state, verifier.reward]).toEqual(['ended', 1, 'ended', 0]);
+    expect(run.episodeIds.map((id) => server.calls(id))).toEqual([1, 1]);
+    expect(proposer.teamId).toMatch(/^team-/);
+    expect(verifier.teamId).toBe(proposer.teamId);
+    expect(runner.get('team').models).toEqual({ proposer: 'tiny', verifier: 'gpt-4o-mini' });
   });
 
   it('when one member fails, all the team’s episodes are aborted', async () => {
-    const { runner, double } = await setup();
+    const { runner, server } = await setup();
     await attachInline(runner, 'team', 'team.mjs', TEAM, {
       model: undefined,
-      models: { proposer: 'prop-model', verifier: 'ver-model' },
+      models: { proposer: 'tiny', verifier: 'gpt-4o-mini' },
       tasks: { inline: [{ id: 't', failVerifier: true }] },
     });
     await runner.settled('team');
-    const episodes = double.list({ client: 'team' });
-    expect(episodes.map((e) => e.state)).toEqual(['aborted', 'aborted']);
-    expect(episodes[0].reason).toMatch(/exited with code 2: verifier crashed/);
+    const [run] = runner.runs('team');
+    expect([run.status, run.code]).toEqual(['aborted', 'script_failed']);
+    expect(run.episodeIds.map((id) => server.episode(id)?.state)).toEqual(['aborted', 'aborted']);
+    expect(run.episodeIds.map((id) => server.episode(id)?.abortReason)).toEqual([run.reason, run.reason]);
   });
 
   it('a team result missing a role aborts the whole team', async () => {
-    const { runner, double } = await setup();
+    const { runner, server } = await setup();
     await attachInline(runner, 'team', 'team.mjs', "console.log(JSON.stringify({ rewards: { proposer: 1 } }));", {
       model: undefined,
-      models: { proposer: 'p', verifier: 'v' },
+      models: { proposer: 'tiny', verifier: 'gpt-4o-mini' },
     });
     await runner.settled('team');
-    expect(double.list({ client: 'team' }).map((e) => e.state)).toEqual(['aborted', 'aborted']);
-    expect(runner.runs('team')[0].reason).toMatch(/no reward for role "verifier"/);
+    const [run] = runner.runs('team');
+    expect([run.status, run.code]).toEqual(['aborted', 'role_reward_missing']);
+    expect(run.episodeIds.map((id) => server.episode(id)?.state)).toEqual(['aborted', 'aborted']);
   });
 });
 
@@ -168,10 +158,11 @@ describe('task sources', () => {
     for await (const s of episodeSpecs(await openTaskSource({ path: file }), 3, 1)) specs.push(`${s.taskId}:${s.kind}`);
     expect(specs).toEqual(['a:train', 'a:train', 'a:train', 'b:train', 'b:train', 'b:train', 'h:eval']);
 
-    const { runner, double } = await setup();
-    await runner.attach({ name: 'split', script: { content: REWARD_1, filename: 'a.mjs' }, tasks: { path: file }, model: 'm', repeat: 2, epochs: 1 });
+    const { runner, server } = await setup();
+    await runner.attach({ name: 'split', script: { content: REWARD_1, filename: 'a.mjs' }, tasks: { path: file }, model: 'tiny', repeat: 2, epochs: 1 });
     await runner.settled('split');
-    expect(double.list({ client: 'split' }).map((e) => `${e.taskId}:${e.kind}`).sort()).toEqual(['a:train', 'a:train', 'b:train', 'b:train', 'h:eval']);
+    const stored = runner.runs('split').map((r) => server.episode(r.episodeIds[0])!);
+    expect(stored.map((e) => `${e.taskId}:${e.kind}`).sort()).toEqual(['a:train', 'a:train', 'b:train', 'b:train', 'h:eval']);
   });
 
   it('takes tasks from a generator module, called once per pass', async () => {
@@ -189,24 +180,24 @@ describe('task sources', () => {
     const dir = scratch();
     const rewardFile = join(dir, 'reward.ts');
     writeFileSync(rewardFile, 'export default ({ task, output }: { task: { answer: number }; output: { answer?: number } | null }) => (output?.answer === task.answer ? 1 : 0);\n');
-    const { runner, double } = await setup();
+    const { runner } = await setup();
     await attachInline(runner, 'graded', 'a.mjs', 'const t = JSON.parse(process.env.AGENTJET_TASK); console.log(JSON.stringify({ answer: t.guess }));', {
       rewardModule: rewardFile,
       tasks: { inline: [{ id: 'right', answer: 4, guess: 4 }, { id: 'wrong', answer: 4, guess: 5 }] },
     });
     await runner.settled('graded');
-    expect(Object.fromEntries(double.list({ client: 'graded' }).map((e) => [e.taskId, e.reward]))).toEqual({ right: 1, wrong: 0 });
+    expect(Object.fromEntries(runner.runs('graded').map((r) => [r.taskId, r.reward]))).toEqual({ right: 1, wrong: 0 });
   });
 
   it('refuses an attach with a bad task file, changing nothing', async () => {
     const dir = scratch();
     writeFileSync(join(dir, 'bad.jsonl'), '{"id": 1}\nnot json\n');
     const { runner } = await setup();
-    await expect(runner.attach({ name: 'x', script: { content: REWARD_1, filename: 'a.mjs' }, tasks: { path: join(dir, 'bad.jsonl') }, model: 'm' })).rejects.toMatchObject({
+    await expect(runner.attach({ name: 'x', script: { content: REWARD_1, filename: 'a.mjs' }, tasks: { path: join(dir, 'bad.jsonl') }, model: 'tiny' })).rejects.toMatchObject({
       name: 'TaskSourceError',
       line: 2,
     });
-    await expect(runner.attach({ name: 'x', script: { content: 'const x: = 1', filename: 'a.ts' }, tasks: { inline: [{ id: 1 }] }, model: 'm' })).rejects.toMatchObject({
+    await expect(runner.attach({ name: 'x', script: { content: 'const x: = 1', filename: 'a.ts' }, tasks: { inline: [{ id: 1 }] }, model: 'tiny' })).rejects.toMatchObject({
       name: 'ScriptAttachError',
     });
     expect(runner.list()).toEqual([]);
@@ -215,9 +206,9 @@ describe('task sources', () => {
 
 describe('restart', () => {
   it('a new runner on the same store re-attaches what was attached (paused stays paused), not what was detached', async () => {
-    const { double, dataDir } = await setup();
+    const { api, dataDir } = await setup();
     const db = openStore(join(dataDir, 'store.sqlite'));
-    const first = new ClientRunner({ api: new EpisodeApi(double.swarmUrl, () => double.token), dataDir, scriptsDir: join(dataDir, 'scripts'), db });
+    const first = new ClientRunner({ api, dataDir, scriptsDir: join(dataDir, 'scripts'), db });
     const kept = await first.attach({ name: 'kept', script: { content: REWARD_1, filename: 'a.mjs' }, tasks: { inline: [{ id: 1 }] }, model: 'tiny', concurrency: 1 });
     await waitForRuns(first, (r) => r.client === 'kept', 1);
     first.pause('kept', 'looking at it');
@@ -226,7 +217,7 @@ describe('restart', () => {
     await first.detach('gone');
     await first.close();
 
-    const second = new ClientRunner({ api: new EpisodeApi(double.swarmUrl, () => double.token), dataDir, scriptsDir: join(dataDir, 'scripts'), db });
+    const second = new ClientRunner({ api, dataDir, scriptsDir: join(dataDir, 'scripts'), db });
     expect(await second.restore()).toEqual(['kept']);
     expect(second.get('kept')).toMatchObject({ state: 'paused', reason: 'looking at it', scriptHash: kept.scriptHash, version: 2 });
     // Runs recorded before the restart are still there.
@@ -265,40 +256,40 @@ describe('long-running SDK clients', () => {
     return { code, stdout, stderr };
   }
 
+  /** Rewards come from the task (the length of its question), once the model answered: not from its text. */
   it('TypeScript: begins many episodes at once, ends each with its reward, aborts the one whose agent threw', async () => {
-    const { double } = await setup();
+    const { server } = await setup();
     const dir = scratch();
     const file = join(dir, 'client.mts');
     writeFileSync(
       file,
       `import { SwarmClient } from ${JSON.stringify(join(SDK_DIR, 'typescript/agentjet.ts'))};
       const swarm = new SwarmClient();
-      const tasks = [{ id: 'a', q: 'x' }, { id: 'b', q: 'yy' }, { id: 'bad', q: '' }];
+      const tasks = [{ id: 'sdk-ts-a', q: 'x' }, { id: 'sdk-ts-b', q: 'yy' }, { id: 'sdk-ts-bad', q: '' }];
       const summary = await swarm.run(tasks, async (episode, task) => {
-        if (task.id === 'bad') throw new Error('tool exploded');
+        if (task.id === 'sdk-ts-bad') throw new Error('tool exploded');
         const res = await fetch(episode.baseUrl + '/chat/completions', { method: 'POST',
           headers: { 'content-type': 'application/json', authorization: 'Bearer ' + episode.apiKey },
-          body: JSON.stringify({ model: episode.model, messages: [{ role: 'user', content: task.q }] }) });
+          body: JSON.stringify({ model: episode.model, messages: [{ role: 'user', content: task.q }], max_tokens: 4 }) });
         const text = (await res.json()).choices[0].message.content;
-        return { reward: text.length };
+        return { reward: typeof text === 'string' ? task.q.length : -1 };
       }, { model: 'tiny', concurrency: 3, repeat: 2 });
       console.log(JSON.stringify(summary));`,
     );
-    const out = await runSdkClient(process.execPath, ['--import', tsxLoaderUrl(), file], { AGENTJET_SWARM_URL: double.swarmUrl, AGENTJET_CLIENT_KEY: double.token });
+    const out = await runSdkClient(process.execPath, ['--import', tsxLoaderUrl(), file], { AGENTJET_SWARM_URL: server.swarmUrl, AGENTJET_CLIENT_KEY: server.token });
     expect(out.stderr).toBe('');
     expect(JSON.parse(out.stdout)).toMatchObject({ ended: 4, aborted: 2, errors: ['Error: tool exploded', 'Error: tool exploded'] });
-    const episodes = double.list();
-    expect(episodes.filter((e) => e.state === 'ended').map((e) => [e.taskId, e.reward]).sort()).toEqual([
-      ['a', 'echo: x'.length],
-      ['a', 'echo: x'.length],
-      ['b', 'echo: yy'.length],
-      ['b', 'echo: yy'.length],
+    const rewards = (taskId: string) => server.episodesOfTask(taskId).map((e) => [e.state, e.reward]);
+    expect(rewards('sdk-ts-a')).toEqual([['ended', 1], ['ended', 1]]);
+    expect(rewards('sdk-ts-b')).toEqual([['ended', 2], ['ended', 2]]);
+    expect(server.episodesOfTask('sdk-ts-bad').map((e) => [e.state, e.abortReason])).toEqual([
+      ['aborted', 'Error: tool exploded'],
+      ['aborted', 'Error: tool exploded'],
     ]);
-    expect(episodes.filter((e) => e.state === 'aborted').map((e) => e.reason)).toEqual(['Error: tool exploded', 'Error: tool exploded']);
   });
 
   it('Python (standard library): the same, with threads', async () => {
-    const { double } = await setup();
+    const { server } = await setup();
     const dir = scratch();
     const file = join(dir, 'client.py');
     writeFileSync(
@@ -308,17 +299,18 @@ sys.path.insert(0, ${JSON.stringify(join(SDK_DIR, 'python'))})
 import agentjet
 swarm = agentjet.SwarmClient()
 def agent(episode, task):
-    if task["id"] == "bad":
+    if task["id"] == "sdk-py-bad":
         raise ValueError("tool exploded")
-    return len(episode.chat([{"role": "user", "content": task["q"]}])["content"])
-summary = swarm.run([{"id": "a", "q": "x"}, {"id": "bad", "q": ""}], agent, model="tiny", concurrency=4, repeat=3)
+    answer = episode.chat([{"role": "user", "content": task["q"]}], max_tokens=4)["content"]
+    return len(task["q"]) if isinstance(answer, str) else -1
+summary = swarm.run([{"id": "sdk-py-a", "q": "xyz"}, {"id": "sdk-py-bad", "q": ""}], agent, model="tiny", concurrency=4, repeat=3)
 print(json.dumps(summary))
 `,
     );
-    const out = await runSdkClient(pythonExecutable(), [file], { AGENTJET_SWARM_URL: double.swarmUrl, AGENTJET_CLIENT_KEY: double.token });
+    const out = await runSdkClient(pythonExecutable(), [file], { AGENTJET_SWARM_URL: server.swarmUrl, AGENTJET_CLIENT_KEY: server.token });
     expect(out.stderr).toBe('');
-    expect(JSON.parse(out.stdout)).toMatchObject({ ended: 3, aborted: 3, mean_reward: 'echo: x'.length });
-    expect(double.list({ state: 'ended' }).map((e) => e.reward)).toEqual([7, 7, 7]);
-    expect(double.list({ state: 'aborted' }).every((e) => e.reason === 'ValueError: tool exploded')).toBe(true);
+    expect(JSON.parse(out.stdout)).toMatchObject({ ended: 3, aborted: 3, mean_reward: 3 });
+    expect(server.episodesOfTask('sdk-py-a').map((e) => [e.state, e.reward])).toEqual([['ended', 3], ['ended', 3], ['ended', 3]]);
+    expect(server.episodesOfTask('sdk-py-bad').map((e) => [e.state, e.abortReason])).toEqual(Array(3).fill(['aborted', 'ValueError: tool exploded']));
   });
 });

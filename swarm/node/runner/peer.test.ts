@@ -11,6 +11,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ClientRunRecord, ClientStatus } from '../../common/runner-api.ts';
 import { PeerRuntime } from '../runtime.ts';
 import { runCli } from '../cli/peer-process.ts';
+import { listEpisodes } from '../store/episode-list.ts';
+import { getEpisode } from '../store/episode-reads.ts';
 
 const EXAMPLES = fileURLToPath(new URL('../../../examples/', import.meta.url));
 let peer: PeerRuntime;
@@ -37,9 +39,7 @@ async function api<T>(method: string, path: string, body?: unknown): Promise<{ s
 }
 
 function storedEpisode(id: string) {
-  return peer.db.prepare('SELECT state, reward, script_hash, client, kind FROM episodes WHERE id = ?').get(id) as
-    | { state: string; reward: number | null; script_hash: string; client: string; kind: string }
-    | undefined;
+  return getEpisode(peer.db, id);
 }
 
 describe('runner in a real peer', () => {
@@ -61,7 +61,7 @@ describe('runner in a real peer', () => {
     for (const run of runs) {
       const stored = storedEpisode(run.episodeIds[0]);
       expect(['ended', 'trained']).toContain(stored?.state);
-      expect(stored).toMatchObject({ client: 'reverse', script_hash: status.scriptHash, reward: run.reward });
+      expect(stored).toMatchObject({ client: 'reverse', scriptHash: status.scriptHash, reward: run.reward });
     }
     expect(runs.filter((r) => r.kind === 'eval').map((r) => r.taskId).sort()).toEqual(['w-agent', 'w-swarm']);
   });
@@ -180,7 +180,7 @@ describe('runner in a real peer', () => {
     const code = await new Promise((resolve) => child.once('exit', resolve));
     expect(code).toBe(0);
     expect(JSON.parse(stdout)).toMatchObject({ ended: 4, aborted: 0 });
-    const rows = peer.db.prepare("SELECT state FROM episodes WHERE task_id IN ('a', 'b')").all() as { state: string }[];
+    const rows = ['a', 'b'].flatMap((taskId) => listEpisodes(peer.db, { taskId }).episodes);
     expect(rows.map((r) => r.state).filter((s) => s === 'ended' || s === 'trained')).toHaveLength(4);
   });
 });

@@ -12,12 +12,15 @@
 import type { Router } from '../http/router.ts';
 import { HttpError, notFound } from '../http/errors.ts';
 import { readJson, sendJson } from '../http/respond.ts';
-import { ClientNotFoundError, EpisodeApiError, ModelNotHostedError, RewardModuleError, ScriptAttachError, TaskSourceError } from './errors.ts';
+import { ClientNotFoundError, EpisodeApiError, ModelNotHostedError, RewardModuleError, RunnerStoppedError, ScriptAttachError, TaskSourceError } from './errors.ts';
 import type { ClientRunner } from './runner.ts';
 
 /** Uploaded scripts come inside the JSON body. */
 const ATTACH_BODY_LIMIT = 8 * 1024 * 1024;
 const CLIENT_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
+/** Runs per page: the UI shows the recent ones; each carries up to 128 KiB of captured output. */
+const RUNS_PAGE_DEFAULT = 100;
+const RUNS_PAGE_MAX = 1000;
 
 export interface ClientRouteOptions {
   runner: ClientRunner;
@@ -35,7 +38,7 @@ export function addClientRoutes(router: Router, { runner, mintClientKey, swarmUr
   router.get('/api/clients', (_req, res) => sendJson(res, 200, { clients: runner.list() }));
   router.get('/api/clients/:name', async (_req, res, { params }) => sendJson(res, 200, await guard(() => runner.get(params.name))));
   router.get('/api/clients/:name/runs', async (_req, res, { params, url }) => {
-    const limit = Math.min(1000, Math.max(1, Number(url.searchParams.get('limit') ?? 100) || 100));
+    const limit = Math.min(RUNS_PAGE_MAX, Math.max(1, Number(url.searchParams.get('limit') ?? RUNS_PAGE_DEFAULT) || RUNS_PAGE_DEFAULT));
     await guard(() => runner.get(params.name));
     sendJson(res, 200, { runs: runner.runs(params.name, limit) });
   });
@@ -58,6 +61,8 @@ async function guard<T>(fn: () => T | Promise<T>): Promise<T> {
     return await fn();
   } catch (err) {
     if (err instanceof ClientNotFoundError) throw notFound(err.message, 'client_not_found');
+    // The peer is stopping: the request was fine, this peer just will not take it any more.
+    if (err instanceof RunnerStoppedError) throw new HttpError(503, err.name, err.message, { code: 'runner_stopped' });
     if (err instanceof EpisodeApiError) throw new HttpError(502, err.name, err.message, { code: 'episode_api_error' });
     if (err instanceof TaskSourceError || err instanceof ScriptAttachError || err instanceof RewardModuleError || err instanceof ModelNotHostedError) {
       throw new HttpError(400, err.name, err.message, { code: 'invalid_request' });

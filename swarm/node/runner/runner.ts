@@ -2,40 +2,40 @@
  * The client runner: runs attached agent scripts against their tasks, one child process per episode, and
  * reports each outcome to the episode API. It knows the model only by name and the episode API by URL.
  *
- * - Scheduling: a global concurrency limit, a per-script limit, and weighted fair shares between scripts (the
- *   script with the least episodes-started ÷ weight goes next).
- * - Failure: a non-zero exit, a time limit, an output-idle limit, a crash or an unparseable result aborts the
- *   episode (never trained on) with the reason; the task is retried with backoff; a script failing
- *   `maxConsecutiveFailures` times in a row is paused by the circuit breaker, which says why.
- * - Hot swap: attaching under an existing name makes new episodes use the new version; in-flight episodes of
- *   the old one finish (or are aborted when asked). Every run records the content hash that ran.
- * - Teams: a script attached with `models: {role: model}` gets one episode per role; they end or abort together.
+ * This file is the runner's face (attach, detach, pause, resume, runs, restore, close) and its bookkeeping of
+ * versions and the store. The parts, one job each:
+ *   scheduler.ts        which run starts next: fair shares, retries with backoff, circuit breaker, back-pressure
+ *   episode-run.ts      one run: begin the episodes, run the process, judge it, end or abort, record
+ *   attached-client.ts  one attached script: its version (hot swap), queue, runs in flight, counts
+ *   environment.ts      a run's work directory and environment
+ *   result.ts           what a finished process and its result line mean
+ * Hot swap: attaching under an existing name makes new episodes use the new version; in-flight episodes of the
+ * old one finish (or are aborted when asked). Every run records the content hash that ran.
  */
-import { randomBytes } from 'node:crypto';
 import { EventEmitter } from 'node:events';
-import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import type { Database } from 'better-sqlite3';
 import {
+  SINGLE_MODEL_ROLE,
   attachClientSchema,
   type AttachClientOptions,
   type AttachClientRequest,
   type ClientRunRecord,
-  type ClientState,
   type ClientStatus,
   type RunnerEvent,
-  type ScriptResult,
-  type TaskMetrics,
 } from '../../common/runner-api.ts';
 import type { Logger } from '../log.ts';
 import { validate } from '../http/respond.ts';
-import { ClientNotFoundError, EpisodeApiError, ModelNotHostedError } from './errors.ts';
-import type { BeganEpisode, EpisodeApi } from './episode-api.ts';
-import { runProcess, type ProcessResult } from './process.ts';
-import { loadRewardModule, parseResultLine, rewardFromModule, type Outcome, type RewardFunction } from './result.ts';
-import { launchCommand, nodeRuntimeEnv, snapshotScript, type ScriptVersion } from './script.ts';
-import { episodeSpecs, openTaskSource, type EpisodeSpec } from './tasks.ts';
+import { clientRuns, type ClientRunsRepository, type StoredClientRun } from '../store/client-runs.ts';
+import { clientScripts, type AttachmentState, type ClientScriptsRepository } from '../store/client-scripts.ts';
+import { AttachedClient } from './attached-client.ts';
+import { ClientNotFoundError, ModelNotHostedError, RunnerStoppedError } from './errors.ts';
+import type { EpisodeApi } from './episode-api.ts';
+import { runEpisode } from './episode-run.ts';
+import { loadRewardModule } from './result.ts';
+import { DEFAULT_MAX_CONCURRENCY, DEFAULT_REFUSED_WAIT_MS, DEFAULT_RETRY_BASE_MS, Scheduler } from './scheduler.ts';
+import { snapshotScript } from './script.ts';
+import { episodeSpecs, openTaskSource } from './tasks.ts';
 
 export interface ClientRunnerOptions {
   api: EpisodeApi;
@@ -52,140 +52,72 @@ export interface ClientRunnerOptions {
   maxConcurrency?: number;
   /** First retry delay; doubles per attempt. */
   retryBaseMs?: number;
+  /** How long a start refused without Retry-After (or an unreachable server) waits. */
+  refusedWaitMs?: number;
 }
 
-/** Enough for a lab machine's cores to stay busy with agents that mostly wait on the model. */
-const DEFAULT_MAX_CONCURRENCY = 64;
-const DEFAULT_RETRY_BASE_MS = 500;
-/** Retry delays stop growing here: a task is not worth waiting on longer than this between tries. */
-const MAX_RETRY_DELAY_MS = 30_000;
 /** Runs kept in memory per runner for `runs()` when there is no store. */
 const MEMORY_RUNS = 2000;
-
-interface QueuedEpisode {
-  spec: EpisodeSpec;
-  attempt: number;
-  notBefore: number;
-}
-
-interface InFlight {
-  version: number;
-  controller: AbortController;
-  done: Promise<void>;
-}
-
-class AttachedClient {
-  state: ClientState = 'running';
-  reason: string | null = null;
-  version = 0;
-  script!: ScriptVersion;
-  options!: AttachClientOptions;
-  rewardFn: RewardFunction | undefined;
-  specs!: AsyncGenerator<EpisodeSpec>;
-  exhausted = false;
-  readonly retryQueue: QueuedEpisode[] = [];
-  readonly inFlight = new Set<InFlight>();
-  /** Episodes started, scaled for fair sharing (a client attached late starts at the others' level). */
-  served = 0;
-  counts = { started: 0, ended: 0, aborted: 0, retried: 0, consecutiveFailures: 0 };
-  rewardSum = 0;
-  readonly perTask = new Map<string, TaskMetrics>();
-  /** The state and reason last written to the store. */
-  persisted = '';
-
-  constructor(readonly name: string) {}
-
-  get models(): Record<string, string> {
-    return this.options.models ?? { '': this.options.model! };
-  }
-
-  get hasWork(): boolean {
-    return !this.exhausted || this.retryQueue.length > 0;
-  }
-
-  status(): ClientStatus {
-    const perTask: Record<string, TaskMetrics> = {};
-    for (const [id, m] of this.perTask) perTask[id] = { ...m };
-    return {
-      name: this.name,
-      state: this.state,
-      reason: this.reason,
-      version: this.version,
-      scriptHash: this.script.hash,
-      scriptFile: this.script.origin,
-      runtime: this.script.runtime,
-      models: this.options.models ?? { default: this.options.model! },
-      weight: this.options.weight,
-      concurrency: this.options.concurrency,
-      repeat: this.options.repeat,
-      inFlight: this.inFlight.size,
-      counts: { ...this.counts },
-      meanReward: this.counts.ended > 0 ? this.rewardSum / this.counts.ended : null,
-      perTask,
-    };
-  }
-}
+/** `runs()` answers at most this many unless asked for fewer. */
+const DEFAULT_RUNS_LIMIT = 500;
 
 export class ClientRunner {
-  private readonly clients = new Map<string, AttachedClient>();
   private readonly events = new EventEmitter<{ run: [ClientRunRecord]; change: [] }>();
-  private readonly memoryRuns: ClientRunRecord[] = [];
-  private readonly maxConcurrency: number;
-  private readonly retryBaseMs: number;
-  private readonly workRoot: string;
-  private inFlightTotal = 0;
-  private pumping = false;
-  private pumpAgain = false;
-  private wakeTimer: NodeJS.Timeout | undefined;
+  private readonly memoryRuns: StoredClientRun[] = [];
+  private readonly scheduler: Scheduler;
+  private readonly scripts: ClientScriptsRepository | undefined;
+  private readonly runLog: ClientRunsRepository | undefined;
   private closed = false;
 
   constructor(private readonly options: ClientRunnerOptions) {
-    this.maxConcurrency = options.maxConcurrency ?? DEFAULT_MAX_CONCURRENCY;
-    this.retryBaseMs = options.retryBaseMs ?? DEFAULT_RETRY_BASE_MS;
-    this.workRoot = options.workRoot ?? tmpdir();
+    this.scripts = options.db && clientScripts(options.db);
+    this.runLog = options.db && clientRuns(options.db);
+    const context = { api: options.api, dataDir: options.dataDir, workRoot: options.workRoot ?? tmpdir(), log: options.log, record: (run: StoredClientRun) => this.record(run) };
+    this.scheduler = new Scheduler({
+      maxConcurrency: options.maxConcurrency ?? DEFAULT_MAX_CONCURRENCY,
+      retryBaseMs: options.retryBaseMs ?? DEFAULT_RETRY_BASE_MS,
+      refusedWaitMs: options.refusedWaitMs ?? DEFAULT_REFUSED_WAIT_MS,
+      log: options.log,
+      run: (client, spec, signal, onStarted) => runEpisode(context, client, spec, signal, onStarted),
+      changed: (client) => this.changed(client),
+      pause: (client, reason, breaker) => this.setPaused(client, reason, breaker),
+    });
     this.events.setMaxListeners(0);
+  }
+
+  private get clients(): Map<string, AttachedClient> {
+    return this.scheduler.clients;
   }
 
   /** Attaches a script (or a new version of an attached one: hot swap). Validates everything before changing anything. */
   async attach(request: AttachClientRequest | AttachClientOptions): Promise<ClientStatus> {
-    if (this.closed) throw new ClientNotFoundError('the runner is stopped');
+    if (this.closed) throw new RunnerStoppedError();
     const options = validate(attachClientSchema, request);
     const script = snapshotScript(this.options.scriptsDir, options.name, options.script, options.runtime);
     const pass = await openTaskSource(options.tasks);
     const rewardFn = options.rewardModule ? await loadRewardModule(options.rewardModule) : undefined;
     if (options.aliases.length > 0) await this.checkModelsHosted(options);
+    if (this.closed) throw new RunnerStoppedError();
 
     const existing = this.clients.get(options.name);
     const client = existing ?? new AttachedClient(options.name);
     // Versions continue across detach and restart: (name, version) stays unique in the store.
-    if (!existing) client.version = this.storedVersion(options.name);
-    const previousVersion = client.version;
-    client.version = previousVersion + 1;
-    client.script = script;
-    client.options = options;
-    client.rewardFn = rewardFn;
-    void client.specs?.return(undefined);
-    client.specs = episodeSpecs(pass, options.repeat, options.epochs);
-    client.exhausted = false;
-    client.retryQueue.length = 0;
-    client.state = 'running';
-    client.reason = null;
-    client.counts.consecutiveFailures = 0;
-    if (!existing) {
-      const levels = [...this.clients.values()].filter((c) => c.state === 'running').map((c) => c.served / c.options.weight);
-      client.served = levels.length > 0 ? Math.min(...levels) * options.weight : 0;
-      this.clients.set(options.name, client);
-    }
+    const previousVersion = existing ? client.version : this.storedVersion(options.name);
+    client.install({ version: previousVersion + 1, script, options, rewardFn, specs: episodeSpecs(pass, options.repeat, options.epochs) });
+    if (!existing) this.scheduler.add(client);
     if (existing && options.inFlight === 'abort') {
-      for (const run of client.inFlight) if (run.version === previousVersion) run.controller.abort(`replaced by version ${client.version} of ${options.name}`);
+      const abort = { code: 'replaced' as const, reason: `replaced by version ${client.version} of ${options.name}` };
+      for (const run of client.inFlight) if (run.version === previousVersion) run.controller.abort(abort);
     }
-    this.options.db
-      ?.prepare('INSERT INTO client_scripts (name, version, hash, file, origin, options, attached_at) VALUES (?, ?, ?, ?, ?, ?, ?)')
-      .run(options.name, client.version, script.hash, script.file, script.origin, JSON.stringify({ ...options, script: { path: script.file } }), new Date().toISOString());
+    if (this.scripts?.open) {
+      // Uploaded content lives in the snapshot; the options keep only where it came from.
+      const stored = { ...options, script: { path: script.file } };
+      this.scripts.insertVersion({ name: options.name, version: client.version, hash: script.hash, file: script.file, origin: script.origin, options: stored, attachedAt: new Date().toISOString() });
+    }
     this.persist(client);
     this.options.log?.info('client attached', { name: options.name, version: client.version, hash: script.hash.slice(0, 12) });
     this.changed(client);
-    this.pump();
+    this.scheduler.pump();
     return client.status();
   }
 
@@ -196,7 +128,7 @@ export class ClientRunner {
    */
   private async checkModelsHosted(options: AttachClientOptions) {
     const { models } = await this.options.api.status(options.name);
-    for (const model of Object.values(options.models ?? { default: options.model! })) {
+    for (const model of Object.values(options.models ?? { [SINGLE_MODEL_ROLE]: options.model! })) {
       if (models.some((m) => m.name === model || m.aliases.includes(model))) continue;
       const served = models.flatMap((m) => [m.name, ...m.aliases]);
       const aliases = options.aliases.map((a) => `"${a}"`).join(', ');
@@ -209,20 +141,14 @@ export class ClientRunner {
    * whether it was paused). Task sources start over. A script that cannot be restored is skipped with a warning.
    */
   async restore(): Promise<string[]> {
-    const db = this.options.db;
-    if (!db?.open) return [];
-    const rows = db.prepare("SELECT name, file, options, state, reason FROM client_attachments WHERE state IN ('running', 'paused', 'broken')").all() as {
-      name: string;
-      file: string;
-      options: string;
-      state: ClientState;
-      reason: string | null;
-    }[];
+    // A peer stopping right after it started has nothing to restore into (and callers fire and forget this).
+    if (this.closed || !this.scripts?.open) return [];
     const restored: string[] = [];
-    for (const row of rows) {
+    for (const row of this.scripts.restorable()) {
+      if (this.closed) break;
       try {
-        const options = JSON.parse(row.options) as AttachClientOptions;
-        await this.attach({ ...options, script: { path: row.file } });
+        // The stored options are validated again by attach, like any request.
+        await this.attach({ ...(row.options as AttachClientRequest), script: { path: row.file } });
         if (row.state !== 'running') this.pause(row.name, row.reason ?? 'paused before the peer restarted');
         restored.push(row.name);
       } catch (err) {
@@ -233,22 +159,14 @@ export class ClientRunner {
   }
 
   private storedVersion(name: string): number {
-    const db = this.options.db;
-    if (!db?.open) return 0;
-    return (db.prepare('SELECT MAX(version) AS v FROM client_scripts WHERE name = ?').get(name) as { v: number | null }).v ?? 0;
+    return this.scripts?.open ? this.scripts.latestVersion(name) : 0;
   }
 
-  private persist(client: AttachedClient, state: ClientState | 'detached' = client.state) {
-    const db = this.options.db;
-    if (!db?.open) return;
-    // Uploaded content lives in the snapshot; the options keep only where it came from.
-    const options = { ...client.options, script: { path: client.script.file } };
-    db.prepare(
-      `INSERT INTO client_attachments (name, version, file, options, state, reason, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)
-       ON CONFLICT (name) DO UPDATE SET version = excluded.version, file = excluded.file, options = excluded.options,
-         state = excluded.state, reason = excluded.reason, updated_at = excluded.updated_at`,
-    ).run(client.name, client.version, client.script.file, JSON.stringify(options), state, client.reason, new Date().toISOString());
+  private persist(client: AttachedClient, state: AttachmentState = client.state) {
     client.persisted = `${state}|${client.reason}`;
+    if (!this.scripts?.open) return;
+    const options = { ...client.options, script: { path: client.script.file } };
+    this.scripts.saveAttachment({ name: client.name, version: client.version, file: client.script.file, options, state, reason: client.reason, updatedAt: new Date().toISOString() });
   }
 
   list(): ClientStatus[] {
@@ -266,13 +184,14 @@ export class ClientRunner {
   }
 
   resume(name: string): ClientStatus {
+    if (this.closed) throw new RunnerStoppedError();
     const client = this.require(name);
     if (client.state === 'paused' || client.state === 'broken') {
       client.state = client.hasWork ? 'running' : 'finished';
       client.reason = null;
       client.counts.consecutiveFailures = 0;
       this.changed(client);
-      this.pump();
+      this.scheduler.pump();
     }
     return client.status();
   }
@@ -284,23 +203,25 @@ export class ClientRunner {
     client.state = 'finished';
     this.persist(client, 'detached');
     void client.specs.return(undefined);
-    if (abortInFlight) for (const run of client.inFlight) run.controller.abort(`script ${name} detached`);
+    if (abortInFlight) for (const run of client.inFlight) run.controller.abort({ code: 'detached', reason: `script ${name} detached` });
     await Promise.all([...client.inFlight].map((r) => r.done));
   }
 
   /** The recorded runs, newest last (from the store when there is one). */
-  runs(client?: string, limit = 500): ClientRunRecord[] {
-    const db = this.options.db;
-    if (!db?.open) return this.memoryRuns.filter((r) => client === undefined || r.client === client).slice(-limit);
-    const rows = db
-      .prepare(`SELECT * FROM client_runs ${client === undefined ? '' : 'WHERE client = ?'} ORDER BY id DESC LIMIT ?`)
-      .all(...(client === undefined ? [limit] : [client, limit])) as RunRow[];
-    return rows.reverse().map(fromRow);
+  runs(client?: string, limit = DEFAULT_RUNS_LIMIT): ClientRunRecord[] {
+    if (this.runLog?.open) return this.runLog.latest(client, limit);
+    return this.memoryRuns.filter((r) => client === undefined || r.client === client).slice(-limit);
   }
 
   onRun(listener: (record: ClientRunRecord) => void): () => void {
     this.events.on('run', listener);
     return () => this.events.off('run', listener);
+  }
+
+  /** Calls `listener` whenever a client's state or counts change (attach, start, finish, pause …). */
+  onChange(listener: () => void): () => void {
+    this.events.on('change', listener);
+    return () => this.events.off('change', listener);
   }
 
   /** Resolves when the named script has no work left and nothing in flight, or is paused with nothing in flight. */
@@ -321,9 +242,9 @@ export class ClientRunner {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    clearTimeout(this.wakeTimer);
-    const runs = [...this.clients.values()].flatMap((c) => [...c.inFlight]);
-    for (const run of runs) run.controller.abort('the peer is stopping');
+    this.scheduler.close();
+    const runs = this.scheduler.inFlight();
+    for (const run of runs) run.controller.abort({ code: 'runner_stopped', reason: 'the peer is stopping' });
     await Promise.all(runs.map((r) => r.done));
   }
 
@@ -344,381 +265,17 @@ export class ClientRunner {
   private changed(client: AttachedClient) {
     // The store follows state changes only (not every episode's counts).
     const persisted = `${client.state}|${client.reason}`;
-    if (client.persisted !== persisted && this.clients.get(client.name) === client && !this.closed) this.persist(client);
+    if (client.persisted !== persisted && this.scheduler.isAttached(client) && !this.closed) this.persist(client);
     this.options.broadcast?.({ type: 'client', data: client.status() });
     this.events.emit('change');
   }
 
-  /** Starts episodes while there are free slots and scripts with work; serialised, re-run when asked mid-way. */
-  private pump(): void {
-    if (this.pumping) {
-      this.pumpAgain = true;
-      return;
-    }
-    this.pumping = true;
-    void this.fill().finally(() => {
-      this.pumping = false;
-      if (this.pumpAgain) {
-        this.pumpAgain = false;
-        this.pump();
-      }
-    });
-  }
-
-  private async fill(): Promise<void> {
-    while (!this.closed && this.inFlightTotal < this.maxConcurrency) {
-      const now = Date.now();
-      const ready = [...this.clients.values()].filter(
-        (c) => c.state === 'running' && c.inFlight.size < c.options.concurrency && (!c.exhausted || c.retryQueue.some((q) => q.notBefore <= now)),
-      );
-      if (ready.length === 0) break;
-      // Weighted fair share: the client furthest behind its share goes next.
-      const client = ready.reduce((a, b) => (b.served / b.options.weight < a.served / a.options.weight ? b : a));
-      const item = await this.nextEpisode(client, now);
-      if (item && (client.state !== 'running' || this.clients.get(client.name) !== client)) {
-        // Paused or detached while the task source was producing: keep the task for a resume, start nothing.
-        if (this.clients.get(client.name) === client) client.retryQueue.unshift({ ...item, notBefore: 0 });
-        continue;
-      }
-      if (!item) {
-        if (!client.hasWork && client.inFlight.size === 0 && client.state === 'running') {
-          client.state = 'finished';
-          this.changed(client);
-        }
-        continue;
-      }
-      client.served += 1;
-      this.start(client, item);
-    }
-    this.armWake();
-  }
-
-  private async nextEpisode(client: AttachedClient, now: number): Promise<QueuedEpisode | undefined> {
-    const due = client.retryQueue.findIndex((q) => q.notBefore <= now);
-    if (due >= 0) return client.retryQueue.splice(due, 1)[0];
-    if (client.exhausted) return undefined;
-    const specs = client.specs;
-    let next: IteratorResult<EpisodeSpec>;
-    try {
-      next = await specs.next();
-    } catch (err) {
-      if (client.specs === specs) {
-        client.exhausted = true;
-        this.setPaused(client, `task source failed: ${(err as Error).name}: ${(err as Error).message}`, true);
-      }
-      return undefined;
-    }
-    // A hot swap may have replaced the task source while we waited; this spec belongs to the old one.
-    if (client.specs !== specs) return undefined;
-    if (next.done) {
-      client.exhausted = true;
-      return undefined;
-    }
-    return { spec: next.value, attempt: 0, notBefore: 0 };
-  }
-
-  /** Retries waiting on their backoff wake the scheduler when due. */
-  private armWake() {
-    clearTimeout(this.wakeTimer);
-    const times = [...this.clients.values()].filter((c) => c.state === 'running').flatMap((c) => c.retryQueue.map((q) => q.notBefore));
-    if (times.length === 0 || this.closed) return;
-    this.wakeTimer = setTimeout(() => this.pump(), Math.max(0, Math.min(...times) - Date.now()));
-    this.wakeTimer.unref();
-  }
-
-  private start(client: AttachedClient, item: QueuedEpisode) {
-    const controller = new AbortController();
-    const run: InFlight = { version: client.version, controller, done: Promise.resolve() };
-    client.inFlight.add(run);
-    this.inFlightTotal++;
-    client.counts.started++;
-    run.done = this.runEpisode(client, item, controller.signal)
-      .catch((err) => this.options.log?.error('runner bug', { error: String((err as Error)?.stack ?? err) }))
-      .finally(() => {
-        client.inFlight.delete(run);
-        this.inFlightTotal--;
-        if (client.state === 'running' && !client.hasWork && client.inFlight.size === 0) client.state = 'finished';
-        this.changed(client);
-        this.pump();
-      });
-  }
-
-  private async runEpisode(client: AttachedClient, item: QueuedEpisode, signal: AbortSignal): Promise<void> {
-    const { spec } = item;
-    const script = client.script;
-    const options = client.options;
-    const startedAt = new Date().toISOString();
-    const roles = Object.entries(client.models);
-    const teamId = roles.length > 1 ? `team-${randomBytes(8).toString('hex')}` : undefined;
-    const episodes: { role: string; episode: BeganEpisode }[] = [];
-    const record = (status: 'ended' | 'aborted', reason: string | null, reward: number | null, proc?: ProcessResult) =>
-      this.record({
-        episodeIds: episodes.map((e) => e.episode.episodeId),
-        client: client.name,
-        scriptHash: script.hash,
-        taskId: spec.taskId,
-        kind: spec.kind,
-        status,
-        reason,
-        reward,
-        exitCode: proc?.exitCode ?? null,
-        processMs: proc?.durationMs ?? null,
-        stdout: proc?.stdout ?? '',
-        stderr: proc?.stderr ?? '',
-        startedAt,
-        endedAt: new Date().toISOString(),
-      });
-
-    // 1. One episode per role (a single-model script has one role, named '').
-    try {
-      for (const [role, model] of roles) {
-        const episode = await this.options.api.begin({
-          model,
-          taskId: spec.taskId,
-          kind: spec.kind,
-          client: client.name,
-          scriptHash: script.hash,
-          ...(teamId ? { teamId } : {}),
-          ...(options.idleTimeoutS ? { idleTimeoutS: options.idleTimeoutS } : {}),
-          ...(options.sampling && spec.kind === 'eval' ? { sampling: options.sampling } : {}),
-          ...(options.aliases.length > 0 ? { aliases: options.aliases } : {}),
-        });
-        episodes.push({ role, episode });
-      }
-    } catch (err) {
-      const reason = `could not start the episode: ${(err as Error).message}`;
-      await this.abortAll(client.name, episodes, reason);
-      record('aborted', reason, null);
-      // The server being busy (draining, pool full) is not the script's fault: wait and retry, no breaker.
-      if (err instanceof EpisodeApiError && err.retryable) this.requeue(client, item, false);
-      else this.failed(client, item, reason);
-      return;
-    }
-
-    // 2. Run the script in its own directory with only what it needs.
-    const workDir = mkdtempSync(join(this.workRoot, 'agentjet-ep-'));
-    let proc: ProcessResult;
-    try {
-      mkdirSync(join(workDir, 'home'));
-      mkdirSync(join(workDir, 'tmp'));
-      const env = { ...scriptEnv(workDir, spec, episodes), ...(script.runtime === 'node' ? nodeRuntimeEnv() : {}) };
-      const { command, args } = launchCommand(script, { workDir, sandbox: options.sandbox, dataDir: this.options.dataDir });
-      proc = await runProcess({
-        command,
-        args,
-        cwd: workDir,
-        env,
-        timeLimitMs: options.timeLimitS * 1000,
-        outputIdleMs: options.outputIdleS * 1000,
-        signal,
-      });
-    } finally {
-      rmSync(workDir, { recursive: true, force: true });
-    }
-
-    // 3. Judge the outcome.
-    let outcome: Outcome =
-      processFailure(proc, options) ??
-      (client.rewardFn ? await rewardFromModule(client.rewardFn, spec.task, proc.lastLine, proc.stdout) : parseResultLine(proc.lastLine));
-    const rewards = outcome.ok ? rewardsPerRole(outcome.result, roles.map(([r]) => r)) : null;
-    if (outcome.ok && typeof rewards === 'string') outcome = { ok: false, reason: rewards };
-
-    if (!outcome.ok) {
-      await this.abortAll(client.name, episodes, outcome.reason);
-      record('aborted', outcome.reason, null, proc);
-      if (proc.killedFor === 'aborted') {
-        // Aborted from outside (hot swap, detach, stop): not the script's fault, not retried.
-        this.countAbort(client, spec.taskId);
-        return;
-      }
-      this.failed(client, item, outcome.reason);
-      return;
-    }
-
-    // 4. Report: every member of a team ends, or (when one cannot) all the others abort with the reason.
-    const result = outcome.result;
-    const map = rewards as Record<string, number>;
-    const ended: typeof episodes = [];
-    try {
-      for (const member of episodes) {
-        await this.options.api.end(client.name, member.episode.episodeId, {
-          reward: map[member.role],
-          ...(result.success !== undefined ? { success: result.success } : {}),
-          ...(result.metrics ? { metrics: result.metrics } : {}),
-        });
-        ended.push(member);
-      }
-    } catch (err) {
-      const reason = `the episode API refused the result: ${(err as Error).message}`;
-      await this.abortAll(client.name, episodes.filter((e) => !ended.includes(e)), reason);
-      record('aborted', reason, null, proc);
-      this.countAbort(client, spec.taskId);
-      return;
-    }
-    const reward = roles.length === 1 ? map[roles[0][0]] : mean(Object.values(map));
-    record('ended', null, reward, proc);
-    client.counts.ended++;
-    client.counts.consecutiveFailures = 0;
-    client.rewardSum += reward;
-    const task = this.taskMetrics(client, spec.taskId);
-    task.episodes++;
-    task.rewardSum += reward;
-    task.meanReward = task.rewardSum / (task.episodes - task.aborted || 1);
-  }
-
-  private taskMetrics(client: AttachedClient, taskId: string): TaskMetrics {
-    let m = client.perTask.get(taskId);
-    if (!m) client.perTask.set(taskId, (m = { episodes: 0, aborted: 0, rewardSum: 0, meanReward: null }));
-    return m;
-  }
-
-  private countAbort(client: AttachedClient, taskId: string) {
-    client.counts.aborted++;
-    const task = this.taskMetrics(client, taskId);
-    task.episodes++;
-    task.aborted++;
-  }
-
-  /** A script failure: counted, retried with backoff while attempts remain, and the breaker checked. */
-  private failed(client: AttachedClient, item: QueuedEpisode, reason: string) {
-    this.countAbort(client, item.spec.taskId);
-    client.counts.consecutiveFailures++;
-    if (item.attempt < client.options.retries) this.requeue(client, item, true);
-    if (client.state === 'running' && client.counts.consecutiveFailures >= client.options.maxConsecutiveFailures) {
-      this.setPaused(client, `circuit breaker: ${client.counts.consecutiveFailures} episodes failed in a row; last: ${reason}`, true);
-    }
-  }
-
-  private requeue(client: AttachedClient, item: QueuedEpisode, countAttempt: boolean) {
-    const attempt = countAttempt ? item.attempt + 1 : item.attempt;
-    const delay = Math.min(MAX_RETRY_DELAY_MS, this.retryBaseMs * 2 ** Math.max(0, attempt - 1));
-    if (countAttempt) client.counts.retried++;
-    client.retryQueue.push({ spec: item.spec, attempt, notBefore: Date.now() + delay });
-  }
-
-  private async abortAll(client: string, episodes: { episode: BeganEpisode }[], reason: string) {
-    const results = await Promise.allSettled(episodes.map((e) => this.options.api.abort(client, e.episode.episodeId, reason.slice(0, 2000))));
-    for (const r of results) if (r.status === 'rejected') this.options.log?.warn('abort refused', { client, error: String(r.reason) });
-  }
-
-  private record(record: ClientRunRecord) {
-    const db = this.options.db;
-    if (db?.open) {
-      db.prepare(
-        `INSERT INTO client_runs (client, script_hash, episode_ids, task_id, kind, status, reason, reward, exit_code, process_ms, stdout, stderr, started_at, ended_at)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-      ).run(
-        record.client,
-        record.scriptHash,
-        JSON.stringify(record.episodeIds),
-        record.taskId,
-        record.kind,
-        record.status,
-        record.reason,
-        record.reward,
-        record.exitCode,
-        record.processMs,
-        record.stdout,
-        record.stderr,
-        record.startedAt,
-        record.endedAt,
-      );
-    } else {
-      this.memoryRuns.push(record);
+  private record(run: StoredClientRun) {
+    if (this.runLog?.open) this.runLog.insert(run);
+    else {
+      this.memoryRuns.push(run);
       if (this.memoryRuns.length > MEMORY_RUNS) this.memoryRuns.shift();
     }
-    this.events.emit('run', record);
+    this.events.emit('run', run);
   }
-}
-
-/** What a failed process means, in words; undefined when it exited 0 on its own. */
-function processFailure(proc: ProcessResult, options: AttachClientOptions): Outcome | undefined {
-  if (proc.spawnError) return { ok: false, reason: `could not start the script: ${proc.spawnError}` };
-  if (proc.killedFor === 'time-limit') return { ok: false, reason: `time limit of ${options.timeLimitS} s exceeded; the process tree was killed` };
-  if (proc.killedFor === 'output-idle') return { ok: false, reason: `no output for ${options.outputIdleS} s; the process tree was killed` };
-  if (proc.killedFor === 'aborted') return { ok: false, reason: `aborted: ${proc.abortReason}` };
-  if (proc.signal) return { ok: false, reason: `the script crashed (killed by ${proc.signal})${lastErrorLine(proc)}` };
-  if (proc.exitCode !== 0) return { ok: false, reason: `the script exited with code ${proc.exitCode}${lastErrorLine(proc)}` };
-  return undefined;
-}
-
-function lastErrorLine(proc: ProcessResult): string {
-  const line = proc.stderr.trim().split('\n').at(-1)?.trim();
-  return line ? `: ${line.slice(0, 300)}` : '';
-}
-
-/** The reward of each role, or why the result does not give one for every role. */
-function rewardsPerRole(result: ScriptResult, roles: string[]): Record<string, number> | string {
-  if ('reward' in result) return Object.fromEntries(roles.map((r) => [r, result.reward]));
-  if (roles.length === 1 && roles[0] === '') return 'no result: a single-model script reports {"reward": n}, not "rewards"';
-  const missing = roles.filter((r) => !(r in result.rewards));
-  if (missing.length > 0) return `no result: "rewards" has no reward for role ${missing.map((m) => `"${m}"`).join(', ')}`;
-  return Object.fromEntries(roles.map((r) => [r, result.rewards[r]]));
-}
-
-function mean(values: number[]): number {
-  return values.reduce((a, b) => a + b, 0) / values.length;
-}
-
-/**
- * The script's whole environment: PATH and LANG from the peer, a private HOME and TMPDIR inside its work dir,
- * and its episode's AGENTJET_/OPENAI_ variables. Nothing else of the peer's environment passes.
- */
-export function scriptEnv(workDir: string, spec: EpisodeSpec, episodes: { role: string; episode: BeganEpisode }[]): Record<string, string> {
-  const env: Record<string, string> = {
-    PATH: process.env.PATH ?? '/usr/bin:/bin',
-    LANG: process.env.LANG ?? 'C.UTF-8',
-    HOME: join(workDir, 'home'),
-    TMPDIR: join(workDir, 'tmp'),
-    PYTHONUNBUFFERED: '1',
-    PYTHONDONTWRITEBYTECODE: '1',
-    AGENTJET_TASK: JSON.stringify(spec.task),
-    AGENTJET_TASK_ID: spec.taskId,
-    AGENTJET_EPISODE_KIND: spec.kind,
-  };
-  for (const { role, episode } of episodes) {
-    const suffix = role === '' ? '' : `_${role.toUpperCase()}`;
-    env[`OPENAI_BASE_URL${suffix}`] = episode.baseUrl;
-    env[`OPENAI_API_KEY${suffix}`] = episode.apiKey;
-    env[`AGENTJET_MODEL${suffix}`] = episode.model;
-    env[`AGENTJET_EPISODE_ID${suffix}`] = episode.episodeId;
-  }
-  if (episodes.length > 1) env.AGENTJET_ROLES = episodes.map((e) => e.role).join(',');
-  return env;
-}
-
-interface RunRow {
-  client: string;
-  script_hash: string;
-  episode_ids: string;
-  task_id: string;
-  kind: 'train' | 'eval';
-  status: 'ended' | 'aborted';
-  reason: string | null;
-  reward: number | null;
-  exit_code: number | null;
-  process_ms: number | null;
-  stdout: string;
-  stderr: string;
-  started_at: string;
-  ended_at: string;
-}
-
-function fromRow(row: RunRow): ClientRunRecord {
-  return {
-    episodeIds: JSON.parse(row.episode_ids) as string[],
-    client: row.client,
-    scriptHash: row.script_hash,
-    taskId: row.task_id,
-    kind: row.kind,
-    status: row.status,
-    reason: row.reason,
-    reward: row.reward,
-    exitCode: row.exit_code,
-    processMs: row.process_ms,
-    stdout: row.stdout,
-    stderr: row.stderr,
-    startedAt: row.started_at,
-    endedAt: row.ended_at,
-  };
 }

@@ -12,6 +12,7 @@ import { basename, dirname, extname, join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { transformSync } from 'esbuild';
 import type { ScriptRuntime } from '../../common/runner-api.ts';
+import { SCRIPT_EXTENSIONS, TYPESCRIPT_SCRIPT_EXTENSIONS, runtimeForExtension } from '../../common/script-extensions.ts';
 import { ScriptAttachError } from './errors.ts';
 
 export interface ScriptVersion {
@@ -27,10 +28,12 @@ export interface ScriptVersion {
   origin: string;
 }
 
-const NODE_EXTENSIONS = new Set(['.js', '.mjs', '.cjs', '.ts', '.mts']);
-const TS_EXTENSIONS = new Set(['.ts', '.mts']);
 const APP_NODE_MODULES = fileURLToPath(new URL('../../../node_modules', import.meta.url));
 const PYTHON_GUARD = fileURLToPath(new URL('./python-guard.py', import.meta.url));
+
+function isTypeScript(file: string): boolean {
+  return TYPESCRIPT_SCRIPT_EXTENSIONS.includes(extname(file).toLowerCase());
+}
 
 export function hashContent(content: string | Buffer): string {
   return createHash('sha256').update(content).digest('hex');
@@ -38,10 +41,9 @@ export function hashContent(content: string | Buffer): string {
 
 export function resolveRuntime(filename: string, runtime: ScriptRuntime): 'node' | 'python' {
   if (runtime !== 'auto') return runtime;
-  const ext = extname(filename).toLowerCase();
-  if (ext === '.py') return 'python';
-  if (NODE_EXTENSIONS.has(ext)) return 'node';
-  throw new ScriptAttachError(`cannot tell how to run "${filename}": use a .py, .js, .mjs, .cjs, .ts or .mts file, or say runtime: node|python`);
+  const picked = runtimeForExtension(filename);
+  if (picked) return picked;
+  throw new ScriptAttachError(`cannot tell how to run "${filename}": use a ${SCRIPT_EXTENSIONS.join(', ')} file, or say runtime: node|python`);
 }
 
 export function snapshotScript(
@@ -84,7 +86,7 @@ export function snapshotScript(
     if (existsSync(nodeModules)) symlinkSync(nodeModules, join(dir, 'node_modules'), 'dir');
     writeFileSync(join(dir, 'package.json'), JSON.stringify({ type: moduleType }) + '\n');
   }
-  const compiled = TS_EXTENSIONS.has(extname(file)) ? transpile(file, content) : undefined;
+  const compiled = isTypeScript(file) ? transpile(file, content) : undefined;
   return { name, hash, file, runtime: resolvedRuntime, origin, compiled };
 }
 
@@ -145,7 +147,7 @@ export function launchCommand(script: ScriptVersion, options: LaunchOptions): { 
     return { command: process.execPath, args: [...nodePermissionFlags(script, options), script.compiled ?? script.file] };
   }
   const args: string[] = [];
-  if (TS_EXTENSIONS.has(extname(script.file))) args.push('--import', tsxLoaderUrl());
+  if (isTypeScript(script.file)) args.push('--import', tsxLoaderUrl());
   args.push(script.file);
   return { command: process.execPath, args };
 }

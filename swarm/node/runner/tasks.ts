@@ -8,6 +8,7 @@ import { readFileSync } from 'node:fs';
 import { extname, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { taskSchema, type Task } from '../../common/runner-api.ts';
+import { NODE_SCRIPT_EXTENSIONS } from '../../common/script-extensions.ts';
 import { TaskSourceError } from './errors.ts';
 
 export type TaskSource = { path: string } | { inline: Task[] };
@@ -57,8 +58,6 @@ function checkTask(value: unknown, where: string, line?: number): Task {
   return parsed.data as Task;
 }
 
-const MODULE_EXTENSIONS = new Set(['.js', '.mjs', '.cjs', '.ts', '.mts']);
-
 /** One pass over the source's tasks (a generator module is called again for every pass). */
 export type TaskPass = () => AsyncIterable<Task>;
 
@@ -70,7 +69,8 @@ export async function openTaskSource(source: TaskSource): Promise<TaskPass> {
     };
   }
   const path = resolve(source.path);
-  if (MODULE_EXTENSIONS.has(extname(path))) return openGenerator(path);
+  // A generator module is any module Node runs; anything else is JSONL.
+  if (NODE_SCRIPT_EXTENSIONS.includes(extname(path))) return openGenerator(path);
   let text: string;
   try {
     text = readFileSync(path, 'utf8');

@@ -128,7 +128,7 @@ describe('episode store on a real SQLite file', () => {
     const clash = { ...tracker.calls[1], index: 9, callId: tracker.calls[0].callId };
     expect(() =>
       endEpisode(db, 'ep1', { reward: 1, calls: [...tracker.calls, clash], merge: tracker.merge() }),
-    ).toThrow();
+    ).toThrow(expect.objectContaining({ name: 'SqliteError', code: expect.stringMatching(/^SQLITE_CONSTRAINT/) }));
     // …and nothing of it is kept: still active, no reward, no timelines.
     expect(getEpisode(db, 'ep1')).toMatchObject({ state: 'active', reward: null });
     expect(getTimelines(db, 'ep1')).toBeNull();

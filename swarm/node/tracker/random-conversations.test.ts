@@ -6,7 +6,7 @@ import { describe, expect, it } from 'vitest';
 import type { ChatMessage, ToolSpec } from '../../../worker/tokenizer/types.ts';
 import type { CallRecord } from '../../common/timeline/call.ts';
 import type { MergeResult } from '../../common/timeline/merge.ts';
-import { loadQwen3, qwen3AnswerText, scriptedCall, type ScriptedAnswer } from './testing.ts';
+import { loadQwen3, qwen3AnswerText, scriptedCall, type ScriptedAnswer } from './testing/qwen3.ts';
 import { EpisodeTracker } from './tracker.ts';
 import { seededRandom } from '../../../worker/common/random.ts';
 

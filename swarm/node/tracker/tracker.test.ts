@@ -3,7 +3,7 @@ import type { ChatMessage, ToolSpec } from '../../../worker/tokenizer/types.ts';
 import { mergeTimelines } from '../../common/timeline/merge.ts';
 import { renderPrompt } from './render.ts';
 import { parseAssistantOutput } from '../../../worker/tokenizer/tool-calls.ts';
-import { generatedIdsFor, loadQwen3, scriptedCall, type ScriptedAnswer } from './testing.ts';
+import { generatedIdsFor, loadQwen3, scriptedCall, type ScriptedAnswer } from './testing/qwen3.ts';
 import { toMergeCalls } from '../../common/timeline/call.ts';
 import { ContextTracker, EpisodeTracker, type RecordCallInput } from './tracker.ts';
 import type { RenderedPrompt } from './render.ts';

@@ -10,8 +10,8 @@ import { createEngineFromWeights, type LocalEngine } from '../../../worker/engin
 import { initWeights } from '../../../worker/model.ts';
 import type { MergeMode } from '../../common/timeline/merge.ts';
 import { buildTrainBatch, type EpisodeForTraining } from './advantages.ts';
-import { relativeGradientError, tokenSumLossAndGradients, type LossAndGradients } from './policy-gradient.ts';
-import { runSyntheticEpisode, type AgentWorkload } from './synthetic-agent.ts';
+import { relativeGradientError, tokenSumLossAndGradients, type LossAndGradients } from './testing/policy-gradient.ts';
+import { runSyntheticEpisode, type AgentWorkload } from './testing/synthetic-agent.ts';
 
 const TINY: DecoderConfig = {
   model_type: 'qwen3',

@@ -9,4 +9,10 @@ function warningCount(activity: ActivityState): number {
   return activity.logs.filter((entry) => entry.level === 'warn' || entry.level === 'error').length;
 }
 
-export const activitySelectors = { recentLogs, warningCount };
+/** The sequence number of the newest error line (-1 when none is held): a failure somewhere may have changed state. */
+function lastErrorSeq(activity: ActivityState): number {
+  for (let i = activity.logs.length - 1; i >= 0; i--) if (activity.logs[i].level === 'error') return activity.logs[i].seq;
+  return -1;
+}
+
+export const activitySelectors = { recentLogs, warningCount, lastErrorSeq };

@@ -1,13 +1,14 @@
 /** Control-API calls of the Clients view; answers go to the clients slice. */
 import type { StoreApi } from 'zustand';
 import type { ClientRunRecord, ClientStatus } from '../../../../swarm/common/runner-api.ts';
-import { describeError, type DataRequest } from '../episodes/request.ts';
+import type { ApiRequest } from '../../api/client.ts';
+import { describeError } from '../../api/errors.ts';
 import type { AppStore } from '../types.ts';
 import { clientsSelectors } from './selectors.ts';
 
 const enc = encodeURIComponent;
 
-export async function loadClients(store: StoreApi<AppStore>, request: DataRequest): Promise<void> {
+export async function loadClients(store: StoreApi<AppStore>, request: ApiRequest): Promise<void> {
   try {
     const { clients } = await request<{ clients: ClientStatus[] }>('GET', '/clients');
     store.getState().clientsLoaded(clients, Date.now());
@@ -19,7 +20,7 @@ export async function loadClients(store: StoreApi<AppStore>, request: DataReques
 /** How many runs the view shows: enough to see a pattern of failures. */
 const RUNS_SHOWN = 50;
 
-export async function loadRuns(store: StoreApi<AppStore>, request: DataRequest, name: string): Promise<void> {
+export async function loadRuns(store: StoreApi<AppStore>, request: ApiRequest, name: string): Promise<void> {
   try {
     const { runs } = await request<{ runs: ClientRunRecord[] }>(
       'GET',
@@ -31,7 +32,7 @@ export async function loadRuns(store: StoreApi<AppStore>, request: DataRequest, 
   }
 }
 
-export async function attachDraft(store: StoreApi<AppStore>, request: DataRequest): Promise<void> {
+export async function attachDraft(store: StoreApi<AppStore>, request: ApiRequest): Promise<void> {
   const state = store.getState();
   let body;
   try {
@@ -52,7 +53,7 @@ export async function attachDraft(store: StoreApi<AppStore>, request: DataReques
 
 export async function clientAction(
   store: StoreApi<AppStore>,
-  request: DataRequest,
+  request: ApiRequest,
   name: string,
   action: 'pause' | 'resume' | 'detach',
 ): Promise<void> {

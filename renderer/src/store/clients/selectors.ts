@@ -25,6 +25,16 @@ function selectedClient(clients: ClientsState): ClientStatus | null {
   return clients.list.find((c) => c.name === clients.selected) ?? null;
 }
 
+/**
+ * What a change of a client's runs shows in its status: a run starting, ending, aborting or being retried moves a
+ * count; a version or state change may end runs too. Equal keys mean its runs list is still current.
+ */
+function runsChangeKey(client: ClientStatus | null): string {
+  if (!client) return '';
+  const { started, ended, aborted, retried } = client.counts;
+  return `${client.version}|${client.state}|${started}|${ended}|${aborted}|${retried}`;
+}
+
 /** Runs that failed, newest first, with why. */
 function failures(runs: readonly ClientRunRecord[]): ClientRunRecord[] {
   return runs.filter((r) => r.status === 'aborted').reverse();
@@ -96,6 +106,7 @@ export const clientsSelectors = {
   episodesPerSecond,
   successRate,
   selectedClient,
+  runsChangeKey,
   failures,
   isHotSwap,
   attachRequest,

@@ -1,10 +1,11 @@
 /**
- * Attached agent scripts: their statuses (GET /api/clients, refreshed by `client` events or polling), the
+ * Attached agent scripts: their statuses (GET /api/clients, then kept live by `client` events), the
  * chosen one's recent runs, throughput samples for episodes/s, and the attach form (the dropped script and the
  * options last used per name, so dropping a new version under the same name hot-swaps it with the same tasks).
  */
 import type { StateCreator } from 'zustand';
 import type { ClientRunRecord, ClientStatus } from '../../../../swarm/common/runner-api.ts';
+import { stripScriptExtension } from '../../../../swarm/common/script-extensions.ts';
 import type { AppStore } from '../types.ts';
 
 /** A dropped or chosen script: its path on the peer (Electron), or its content (browser upload). */
@@ -173,7 +174,7 @@ function withSample(
 
 /** A client name from a script's file name: `my agent.v2.py` → `my-agent.v2` (the API's name rules). */
 export function clientNameFromFile(filename: string): string {
-  const base = filename.replace(/^.*[\\/]/, '').replace(/\.(py|js|mjs|cjs|ts|mts)$/i, '');
+  const base = stripScriptExtension(filename);
   const cleaned = base
     .replace(/[^A-Za-z0-9._-]+/g, '-')
     .replace(/^[^A-Za-z0-9]+/, '')

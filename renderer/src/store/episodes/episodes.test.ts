@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { CallRecord } from '../../../../swarm/common/timeline/call.ts';
 import { createAppStore } from '../index.ts';
-import { createDataRequest, queryString } from './request.ts';
+import { createControlApiClient, queryString } from '../../api/client.ts';
 import { episodesSelectors } from './selectors.ts';
 import { EPISODE_PAGE_SIZE, MAX_CACHED_PAGES } from './slice.ts';
 import type { EpisodeListItem, EpisodePage } from './types.ts';
@@ -135,10 +135,10 @@ describe('conversations', () => {
   });
 });
 
-describe('data request', () => {
+describe('control API client', () => {
   it('sends the bearer token and JSON, and rebuilds server errors by name', async () => {
     const seen: { url: string; init: RequestInit }[] = [];
-    const request = createDataRequest({
+    const { request } = createControlApiClient({
       apiUrl: 'http://peer/api/',
       token: 'tok',
       fetch: async (url, init) => {

@@ -1,14 +1,15 @@
 /** Fetches what the episode list needs and hands it to the store's actions (outside React, like api/connection.ts). */
 import type { StoreApi } from 'zustand';
 import type { AppStore } from '../types.ts';
-import { describeError, type DataRequest } from './request.ts';
+import type { ApiRequest } from '../../api/client.ts';
+import { describeError } from '../../api/errors.ts';
 import { episodesSelectors } from './selectors.ts';
 import type { EpisodeDetail, EpisodePage } from './types.ts';
 
 /** Requests the pages that rows [first, last] need and are not cached or in flight. */
 export function loadVisibleEpisodes(
   store: StoreApi<AppStore>,
-  request: DataRequest,
+  request: ApiRequest,
   first: number,
   last: number,
 ): void {
@@ -27,7 +28,7 @@ export function loadVisibleEpisodes(
 }
 
 /** Selects an episode and loads its calls (the conversation). */
-export function openEpisode(store: StoreApi<AppStore>, request: DataRequest, id: string): void {
+export function openEpisode(store: StoreApi<AppStore>, request: ApiRequest, id: string): void {
   store.getState().episodeSelected(id);
   request<EpisodeDetail>('GET', `/episodes/${encodeURIComponent(id)}`)
     .then((detail) => store.getState().episodeDetailLoaded(detail))

@@ -1,5 +1,5 @@
 import type { CallRecord } from '../../../../swarm/common/timeline/call.ts';
-import { queryString } from './request.ts';
+import { queryString } from '../../api/client.ts';
 import { EPISODE_PAGE_SIZE, type EpisodesState } from './slice.ts';
 import type { EpisodeFilter, EpisodeListItem } from './types.ts';
 

@@ -1,8 +1,8 @@
 /** Control-API calls of the Models view. */
 import type { StoreApi } from 'zustand';
 import type { TrainStepSummary } from '../../../../swarm/common/api.ts';
-import { ControlApiError } from '../../api/errors.ts';
-import { describeError, queryString, type DataRequest } from '../episodes/request.ts';
+import { queryString, type ApiRequest } from '../../api/client.ts';
+import { ControlApiError, describeError } from '../../api/errors.ts';
 import type { AppStore } from '../types.ts';
 import { modelsSelectors } from './selectors.ts';
 import type { TrainingLoopState } from './slice.ts';
@@ -13,7 +13,7 @@ const STEPS_PER_REQUEST = 10_000;
 
 export async function loadTraining(
   store: StoreApi<AppStore>,
-  request: DataRequest,
+  request: ApiRequest,
   name: string,
 ): Promise<void> {
   try {
@@ -39,7 +39,7 @@ export async function loadTraining(
 /** Fetches the steps after the last one held, page by page. */
 export async function loadSteps(
   store: StoreApi<AppStore>,
-  request: DataRequest,
+  request: ApiRequest,
   name: string,
 ): Promise<void> {
   for (;;) {
@@ -60,7 +60,7 @@ export async function loadSteps(
 
 export async function trainingAction(
   store: StoreApi<AppStore>,
-  request: DataRequest,
+  request: ApiRequest,
   name: string,
   action: 'start' | 'pause' | 'stop',
 ): Promise<void> {

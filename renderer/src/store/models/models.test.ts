@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import type { TrainStepSummary } from '../../../../swarm/common/api.ts';
+import type { StatusPayload, TrainStepSummary } from '../../../../swarm/common/api.ts';
 import { createAppStore } from '../index.ts';
 import { modelsSelectors } from './selectors.ts';
 
@@ -38,6 +38,43 @@ describe('models slice', () => {
     expect(training.steps.map((s) => s.step)).toEqual([1, 2, 3]);
     expect(training.stepsVersion).toBe(2);
     expect(modelsSelectors.lastStep(training)).toBe(3);
+  });
+
+  it('appends a pushed step only after the history it follows: a missed step is left to the next fetch', () => {
+    const store = createAppStore();
+    const steps = () => modelsSelectors.training(store.getState().models, 'tiny').steps.map((s) => s.step);
+    // The view has not fetched the history yet: step 5 alone would hide steps 1–4 for good.
+    store.getState().trainStepPushed(step(5));
+    expect(steps()).toEqual([]);
+    store.getState().trainStepsReceived('tiny', [step(1), step(2), step(3), step(4), step(5)]);
+    store.getState().trainStepPushed(step(6));
+    expect(steps()).toEqual([1, 2, 3, 4, 5, 6]);
+    // Step 7 was missed (the stream was down): 8 waits for the fetch after 6, which brings both.
+    store.getState().trainStepPushed(step(8));
+    expect(steps()).toEqual([1, 2, 3, 4, 5, 6]);
+    // Seen all the same: the view refetches the loop's state and the missing steps on it.
+    expect(modelsSelectors.training(store.getState().models, 'tiny').lastPushedStep).toBe(8);
+    store.getState().trainStepsReceived('tiny', [step(7), step(8)]);
+    expect(steps()).toEqual([1, 2, 3, 4, 5, 6, 7, 8]);
+  });
+
+  it('takes the first pushed step of a model whose history is empty', () => {
+    const store = createAppStore();
+    store.getState().trainStepsReceived('tiny', []);
+    store.getState().trainStepPushed(step(1));
+    expect(modelsSelectors.training(store.getState().models, 'tiny').steps.map((s) => s.step)).toEqual([1]);
+  });
+
+  it('asks for the training state again when the pushed status moves (a step, an episode), not on every status', () => {
+    const model = { name: 'tiny', source: 'builtin:tiny', engineState: 'idle' as const, policyVersion: 1, step: 1, backend: 'wasm', pool: { active: 2, limit: 8 } };
+    const status = (over: Partial<typeof model>, episodes = 10) =>
+      ({ models: [{ ...model, ...over }], store: { path: '/d', schemaVersion: 5, episodes } }) as unknown as StatusPayload;
+    const key = (s: StatusPayload) => modelsSelectors.trainingChangeKey(s, 'tiny');
+    expect(key(status({}))).toBe(key(status({})));
+    expect(key(status({ step: 2 }))).not.toBe(key(status({})));
+    expect(key(status({ pool: { active: 1, limit: 8 } }))).not.toBe(key(status({})));
+    expect(key(status({}, 11))).not.toBe(key(status({})));
+    expect(modelsSelectors.trainingChangeKey(status({}), 'other')).toBe('');
   });
 
   it('gives a stable empty training record for an unknown model', () => {

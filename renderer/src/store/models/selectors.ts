@@ -1,4 +1,4 @@
-import type { TrainStepSummary } from '../../../../swarm/common/api.ts';
+import type { StatusPayload, TrainStepSummary } from '../../../../swarm/common/api.ts';
 import { emptyTraining, type ModelsState, type ModelTraining } from './slice.ts';
 
 function training(models: ModelsState, name: string | null): ModelTraining {
@@ -91,4 +91,15 @@ function lastStep(training: ModelTraining): number | undefined {
   return training.steps.length ? training.steps[training.steps.length - 1].step : undefined;
 }
 
-export const modelsSelectors = { training, stepSeries, rewardBand, hasValues, checkpoints, lastStep };
+/**
+ * What a change of a model's training state shows in the pushed status (every second): a step or policy version, an
+ * engine state, an episode starting or ending (the pool's active count, the store's episode count). Equal keys
+ * mean the loop's state fetched last is still current; the status carries no queue length of its own.
+ */
+function trainingChangeKey(status: StatusPayload | null, name: string | null): string {
+  const model = status?.models.find((m) => m.name === name);
+  if (!status || !model) return '';
+  return `${name}|${model.step}|${model.policyVersion}|${model.engineState}|${model.pool.active}|${status.store.episodes}`;
+}
+
+export const modelsSelectors = { training, stepSeries, rewardBand, hasValues, checkpoints, lastStep, trainingChangeKey };

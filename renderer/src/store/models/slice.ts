@@ -1,7 +1,7 @@
 /**
  * Models & training: the chosen model, its training loop's state (GET /api/models/:name/training) and its
- * optimizer steps (GET …/steps, then `train-step` events or polling with `after=`), kept as columns ready to
- * plot. Steps are appended, never refetched: a long run's thousands of points arrive once.
+ * optimizer steps (GET …/steps, then `train-step` events, and GET …/steps?after= for any an event did not bring),
+ * kept as columns ready to plot. Steps are appended, never refetched: a long run's thousands of points arrive once.
  */
 import type { StateCreator } from 'zustand';
 import type { TrainStepSummary } from '../../../../swarm/common/api.ts';
@@ -38,6 +38,10 @@ export interface ModelTraining {
   steps: readonly TrainStepSummary[];
   /** Bumps whenever steps change, so charts redraw without comparing arrays. */
   stepsVersion: number;
+  /** Whether the stored history has been fetched: until then a pushed step would sit alone without its past. */
+  stepsLoaded: boolean;
+  /** The step of the last `train-step` event, appended or not: a step ended, so the loop's state may have changed. */
+  lastPushedStep: number | null;
   busy: boolean;
 }
 
@@ -50,8 +54,14 @@ export interface ModelsActions {
   modelSelected(name: string): void;
   trainingStateLoaded(name: string, state: TrainingLoopState | null, error: string | null): void;
   trainingBusy(name: string, busy: boolean): void;
-  /** New steps (from a poll or an event); steps already held are ignored. */
+  /** Steps fetched (GET …/steps?after=); steps already held are ignored. */
   trainStepsReceived(name: string, steps: readonly TrainStepSummary[]): void;
+  /**
+   * A `train-step` event: appended only when it is the step right after the last one held, once the history is
+   * loaded. Otherwise (a gap: events missed while disconnected) it is left to the next fetch, which brings the
+   * missing steps with it; appending it would leave the gap for good, as fetches ask only for later steps.
+   */
+  trainStepPushed(step: TrainStepSummary): void;
 }
 
 export type ModelsSlice = { models: ModelsState } & ModelsActions;
@@ -61,6 +71,8 @@ export const emptyTraining: ModelTraining = {
   stateError: null,
   steps: [],
   stepsVersion: 0,
+  stepsLoaded: false,
+  lastPushedStep: null,
   busy: false,
 };
 
@@ -81,17 +93,21 @@ export const createModelsSlice: StateCreator<AppStore, [], [], ModelsSlice> = (s
     trainingStateLoaded: (name, state, error) =>
       updateModel(name, (m) => ({ ...m, state, stateError: error })),
     trainingBusy: (name, busy) => updateModel(name, (m) => ({ ...m, busy })),
-    trainStepsReceived: (name, steps) =>
-      updateModel(name, (m) => {
-        const lastStep = m.steps.length ? m.steps[m.steps.length - 1].step : -Infinity;
-        const fresh = steps.filter((s) => s.step > lastStep).sort((a, b) => a.step - b.step);
-        if (fresh.length === 0) return null;
-        const all = [...m.steps, ...fresh];
-        return {
-          ...m,
-          steps: all.length > MAX_STEPS_KEPT ? all.slice(-MAX_STEPS_KEPT) : all,
-          stepsVersion: m.stepsVersion + 1,
-        };
+    trainStepsReceived: (name, steps) => updateModel(name, (m) => withSteps({ ...m, stepsLoaded: true }, steps) ?? (m.stepsLoaded ? null : { ...m, stepsLoaded: true })),
+    trainStepPushed: (step) =>
+      updateModel(step.model, (m) => {
+        const last = m.steps.length ? m.steps[m.steps.length - 1].step : 0;
+        const seen = { ...m, lastPushedStep: step.step };
+        return (m.stepsLoaded && step.step === last + 1 && withSteps(seen, [step])) || seen;
       }),
   };
 };
+
+/** `m` with the steps after its last one appended in order; null when there are none. */
+function withSteps(m: ModelTraining, steps: readonly TrainStepSummary[]): ModelTraining | null {
+  const lastStep = m.steps.length ? m.steps[m.steps.length - 1].step : -Infinity;
+  const fresh = steps.filter((s) => s.step > lastStep).sort((a, b) => a.step - b.step);
+  if (fresh.length === 0) return null;
+  const all = [...m.steps, ...fresh];
+  return { ...m, steps: all.length > MAX_STEPS_KEPT ? all.slice(-MAX_STEPS_KEPT) : all, stepsVersion: m.stepsVersion + 1 };
+}

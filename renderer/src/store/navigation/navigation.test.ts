@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { createAppStore } from '../index.ts';
 import { navigationSelectors } from './selectors.ts';
 import { viewFromHash } from './slice.ts';
-import { VIEWS } from './views.ts';
+import { VIEWS } from '../../../../electron/common/views.ts';
 
 describe('navigation slice', () => {
   it('starts on the Swarm view and shows the one asked for', () => {

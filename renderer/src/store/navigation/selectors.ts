@@ -1,4 +1,4 @@
-import { VIEWS, type ViewId, type ViewInfo } from './views.ts';
+import { VIEWS, type ViewId, type ViewInfo } from '../../../../electron/common/views.ts';
 import type { NavigationState } from './slice.ts';
 
 function currentView(navigation: NavigationState): ViewInfo {

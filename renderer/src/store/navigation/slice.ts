@@ -1,7 +1,7 @@
 /** Which view is shown. The view is mirrored in the URL fragment (`#/models`) so a reload keeps it. */
 import type { StateCreator } from 'zustand';
 import type { AppStore } from '../types.ts';
-import { VIEW_IDS, isViewId, type ViewId } from './views.ts';
+import { VIEW_IDS, isViewId, type ViewId } from '../../../../electron/common/views.ts';
 
 export interface NavigationState {
   view: ViewId;

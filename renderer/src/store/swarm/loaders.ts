@@ -1,11 +1,12 @@
 /** Control-API calls of the Swarm view; answers go to the swarm slice. */
 import type { StoreApi } from 'zustand';
 import type { CreateSwarmRequest, PeersResponse, SwarmMembership } from '../../../../swarm/common/api.ts';
-import { describeError, type DataRequest } from '../episodes/request.ts';
+import type { ApiRequest } from '../../api/client.ts';
+import { describeError } from '../../api/errors.ts';
 import type { AppStore } from '../types.ts';
 import type { MembershipChange } from './slice.ts';
 
-export async function loadPeers(store: StoreApi<AppStore>, request: DataRequest): Promise<void> {
+export async function loadPeers(store: StoreApi<AppStore>, request: ApiRequest): Promise<void> {
   try {
     store.getState().peersLoaded(await request<PeersResponse>('GET', '/peers'));
   } catch (error) {
@@ -13,20 +14,20 @@ export async function loadPeers(store: StoreApi<AppStore>, request: DataRequest)
   }
 }
 
-export function loadMembership(store: StoreApi<AppStore>, request: DataRequest): Promise<void> {
+export function loadMembership(store: StoreApi<AppStore>, request: ApiRequest): Promise<void> {
   return changeMembership(store, 'load', () => request<SwarmMembership>('GET', '/swarm'));
 }
 
 /** A new private swarm; the answer carries the join token to give the other machines. */
-export function createSwarm(store: StoreApi<AppStore>, request: DataRequest, body: CreateSwarmRequest): Promise<void> {
+export function createSwarm(store: StoreApi<AppStore>, request: ApiRequest, body: CreateSwarmRequest): Promise<void> {
   return changeMembership(store, 'create', () => request<SwarmMembership>('POST', '/swarm/create', body));
 }
 
-export function joinSwarm(store: StoreApi<AppStore>, request: DataRequest, token: string): Promise<void> {
+export function joinSwarm(store: StoreApi<AppStore>, request: ApiRequest, token: string): Promise<void> {
   return changeMembership(store, 'join', () => request<SwarmMembership>('POST', '/swarm/join', { token }));
 }
 
-export function leaveSwarm(store: StoreApi<AppStore>, request: DataRequest): Promise<void> {
+export function leaveSwarm(store: StoreApi<AppStore>, request: ApiRequest): Promise<void> {
   return changeMembership(store, 'leave', () => request<SwarmMembership>('POST', '/swarm/leave', {}));
 }
 

@@ -33,4 +33,17 @@ function poolUsage(model: ModelStatus): number {
   return model.pool.limit > 0 ? Math.min(1, model.pool.active / model.pool.limit) : 0;
 }
 
-export const swarmSelectors = { models, trainingModelCount, failedModelCount, p2pSummary, poolUsage };
+/**
+ * When the swarm's peer list is worth fetching again, from pushed status alone: the swarm or its peer count
+ * changed, this peer's models (policy versions, load) moved, or `everyMs` passed since the last status window
+ * (remote peers' load and announcements reach no event, so they are read at the pace they are announced).
+ */
+function peersChangeKey(swarm: SwarmState, everyMs: number): string {
+  const status = swarm.status;
+  if (!status) return '';
+  const local = status.models.map((m) => `${m.name}@${m.policyVersion}:${m.pool.active}`).join(',');
+  const tick = swarm.receivedAt === null ? 0 : Math.floor(swarm.receivedAt / everyMs);
+  return `${status.p2p.swarm}|${status.p2p.peers}|${local}|${tick}`;
+}
+
+export const swarmSelectors = { models, trainingModelCount, failedModelCount, p2pSummary, poolUsage, peersChangeKey };

@@ -1,7 +1,7 @@
 /**
  * The peer's status as the control API last reported it (fetched once, then pushed over the WebSocket), the
- * swarm's peers (GET /api/peers, polled while the Swarm view is open and the peer is in a swarm), and this peer's
- * membership (GET /api/swarm; create / join / leave).
+ * swarm's peers (GET /api/peers, fetched again as status events arrive while the Swarm view is open and the peer is
+ * in a swarm), and this peer's membership (GET /api/swarm; create / join / leave).
  */
 import type { StateCreator } from 'zustand';
 import type { PeersResponse, StatusPayload, SwarmMembership } from '../../../../swarm/common/api.ts';
@@ -47,7 +47,7 @@ export const createSwarmSlice: StateCreator<AppStore, [], [], SwarmSlice> = (set
   swarm: initialSwarmState,
   statusReceived: (status, receivedAt) => set((s) => ({ swarm: { ...s.swarm, status, receivedAt } })),
   peersLoaded: (peers) => set((s) => ({ swarm: { ...s.swarm, peers, peersError: null } })),
-  // The last list stays on screen: a failed poll says so without emptying the table.
+  // The last list stays on screen: a failed refresh says so without emptying the table.
   peersFailed: (message) => set((s) => ({ swarm: { ...s.swarm, peersError: message } })),
   membershipRequested: (change) => set((s) => ({ swarm: { ...s.swarm, membershipPending: change, membershipError: null } })),
   // Another swarm's (or no swarm's) peer list must not linger after a change of membership.

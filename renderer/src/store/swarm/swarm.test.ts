@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import type { ModelStatus, StatusPayload } from '../../../../swarm/common/api.ts';
 import { createAppStore } from '../index.ts';
 import { ControlApiError } from '../../api/errors.ts';
-import type { DataRequest } from '../episodes/request.ts';
+import type { ApiRequest } from '../../api/client.ts';
 import { createSwarm, joinSwarm, leaveSwarm } from './loaders.ts';
 import { swarmSelectors } from './selectors.ts';
 import { initialSwarmState } from './slice.ts';
@@ -34,6 +34,21 @@ describe('swarm slice', () => {
     expect(store.getState().swarm.status).toBeNull();
     store.getState().statusReceived(status([]), 42);
     expect(store.getState().swarm).toMatchObject({ status: { nodeId: 'n1' }, receivedAt: 42 });
+  });
+
+  it('asks for the peer list again when the swarm changes or an announcement interval passed, not on every status', () => {
+    const store = createAppStore();
+    const key = () => swarmSelectors.peersChangeKey(store.getState().swarm, 3_000);
+    const inSwarm = (peers: number) => ({ ...status([model('tiny', 'idle')]), p2p: { enabled: true, peerId: 'p', peers, swarm: 'lab' } });
+    store.getState().statusReceived(inSwarm(1), 10_000);
+    const first = key();
+    store.getState().statusReceived(inSwarm(1), 11_000);
+    expect(key()).toBe(first);
+    store.getState().statusReceived(inSwarm(2), 11_500);
+    expect(key()).not.toBe(first);
+    const second = key();
+    store.getState().statusReceived(inSwarm(2), 12_000);
+    expect(key()).not.toBe(second);
   });
 
   it('keeps the last peer list when a poll fails, and clears the error with the next list', () => {
@@ -82,14 +97,14 @@ describe('swarm membership', () => {
   const peers = { swarm: 'lab', peerId: 'p1', addresses: [], peers: [] };
 
   /** A request function that answers each path from a table (or throws what the table holds). */
-  function fakeRequest(answers: Record<string, unknown>): { request: DataRequest; sent: unknown[] } {
+  function fakeRequest(answers: Record<string, unknown>): { request: ApiRequest; sent: unknown[] } {
     const sent: unknown[] = [];
     const request = (async (method: string, path: string, body?: unknown) => {
       sent.push({ method, path, body });
       const answer = answers[`${method} ${path}`];
       if (answer instanceof Error) throw answer;
       return answer;
-    }) as DataRequest;
+    }) as ApiRequest;
     return { request, sent };
   }
 

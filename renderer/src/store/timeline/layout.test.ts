@@ -14,7 +14,7 @@ import {
   tokenAtX,
   zoomViewport,
 } from './layout.ts';
-import { syntheticEpisodeExport } from './testing.ts';
+import { syntheticEpisodeExport } from './testing/synthetic-episode.ts';
 
 describe('merge layout', () => {
   const doc = syntheticEpisodeExport({

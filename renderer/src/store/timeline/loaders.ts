@@ -1,8 +1,8 @@
 /** Fetches an episode's export and its run's merge totals into the timeline slice. */
 import type { StoreApi } from 'zustand';
 import type { EpisodeExport } from '../../../../swarm/common/timeline/export.ts';
-import { ControlApiError } from '../../api/errors.ts';
-import { describeError, queryString, type DataRequest } from '../episodes/request.ts';
+import { queryString, type ApiRequest } from '../../api/client.ts';
+import { ControlApiError, describeError } from '../../api/errors.ts';
 import type { AppStore } from '../types.ts';
 import type { RunSavings } from '../../../../swarm/common/api.ts';
 import type { MergeMode } from './slice.ts';
@@ -12,7 +12,7 @@ import type { MergeMode } from './slice.ts';
  * peer without the UI routes. Both carry the same timelines, decisions and savings.
  */
 async function fetchMergeDocument(
-  request: DataRequest,
+  request: ApiRequest,
   episodeId: string,
   mode: MergeMode,
 ): Promise<EpisodeExport> {
@@ -28,7 +28,7 @@ async function fetchMergeDocument(
 
 export function loadTimeline(
   store: StoreApi<AppStore>,
-  request: DataRequest,
+  request: ApiRequest,
   episodeId: string,
   mode: MergeMode = 'merged',
 ): void {
@@ -42,7 +42,7 @@ export function loadTimeline(
 }
 
 /** The run's totals (all episodes of the model); a peer without the UI routes answers 404, shown as "not available". */
-function loadRunSavings(store: StoreApi<AppStore>, request: DataRequest, model: string): void {
+function loadRunSavings(store: StoreApi<AppStore>, request: ApiRequest, model: string): void {
   request<RunSavings>('GET', `/ui/savings${queryString({ model })}`)
     .then((savings) => store.getState().runSavingsLoaded(savings, null))
     .catch((error: unknown) => {

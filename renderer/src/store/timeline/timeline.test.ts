@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { createAppStore } from '../index.ts';
 import { timelineSelectors } from './selectors.ts';
-import { syntheticEpisodeExport } from './testing.ts';
+import { syntheticEpisodeExport } from './testing/synthetic-episode.ts';
 
 describe('timeline slice', () => {
   const doc = syntheticEpisodeExport({ turns: 5, systemTokens: 20, toolTokens: 4, generatedTokens: 6 });

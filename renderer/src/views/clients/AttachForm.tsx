@@ -3,7 +3,7 @@ import { useId, useState, type FormEvent } from 'react';
 import { appStore, useAppStore } from '../../store/index.ts';
 import { attachDraft } from '../../store/clients/loaders.ts';
 import { clientsSelectors } from '../../store/clients/selectors.ts';
-import { dataRequest } from '../episodes/data-request.ts';
+import { apiRequest } from '../../api/page-client.ts';
 
 export function AttachForm() {
   const draft = useAppStore((s) => s.clients.draft);
@@ -25,7 +25,7 @@ export function AttachForm() {
   function submit(event: FormEvent) {
     event.preventDefault();
     if (model !== draft.model) change({ model });
-    void attachDraft(appStore, dataRequest());
+    void attachDraft(appStore, apiRequest());
   }
 
   async function takeTasks(file: File | undefined) {

@@ -2,22 +2,22 @@
  * Attached agent scripts: drop one to attach it (or a new version to hot-swap it), then watch each one's
  * version, throughput, success and failures, read its runs' output, and pause, resume or detach it.
  */
-import { useEffect } from 'react';
 import { Panel } from '../../components/Panel.tsx';
 import { formatCount } from '../../format.ts';
 import { appStore, useAppStore } from '../../store/index.ts';
 import { clientAction, loadClients, loadRuns } from '../../store/clients/loaders.ts';
 import { clientsSelectors } from '../../store/clients/selectors.ts';
 import type { ClientStatus } from '../../../../swarm/common/runner-api.ts';
-import { dataRequest } from '../episodes/data-request.ts';
+import { apiRequest } from '../../api/page-client.ts';
+import { useLiveRefresh } from '../use-live-refresh.ts';
 import { formatEpisodeTime, formatReward, shortHash } from '../episodes/format.ts';
 import { AttachForm } from './AttachForm.tsx';
 import { DropZone } from './DropZone.tsx';
 import '../episodes/data-views.css';
 import './clients.css';
 
-/** Counts also arrive as `client` events; polling keeps them fresh on peers that do not push them. */
-const POLL_MS = 2_000;
+/** How often the list and runs are refetched while the event stream is down (it pushes `client` events). */
+const FALLBACK_POLL_MS = 2_000;
 
 export function ClientsDataView() {
   const list = useAppStore((s) => s.clients.list);
@@ -25,21 +25,17 @@ export function ClientsDataView() {
   const error = useAppStore((s) => s.clients.error);
   const selected = useAppStore((s) => s.clients.selected);
 
-  useEffect(() => {
-    const request = dataRequest();
-    const poll = () => {
-      void loadClients(appStore, request);
-      const name = appStore.getState().clients.selected;
-      if (name) void loadRuns(appStore, request, name);
-    };
-    poll();
-    const timer = setInterval(poll, POLL_MS);
-    return () => clearInterval(timer);
-  }, []);
-
-  useEffect(() => {
-    if (selected) void loadRuns(appStore, dataRequest(), selected);
-  }, [selected]);
+  // The list itself is kept live by `client` events (each run's start and end, every state change).
+  useLiveRefresh(() => void loadClients(appStore, apiRequest()), null, { fallbackMs: FALLBACK_POLL_MS });
+  // No event carries the runs: the chosen client's runs are refetched when its status (counts, state) changes.
+  const selectedChange = useAppStore((s) => clientsSelectors.runsChangeKey(clientsSelectors.selectedClient(s.clients)));
+  const refreshRuns = () => {
+    if (selected) void loadRuns(appStore, apiRequest(), selected);
+  };
+  useLiveRefresh(refreshRuns, `${selected}|${selectedChange}`, {
+    enabled: selected !== null,
+    fallbackMs: FALLBACK_POLL_MS,
+  });
 
   return (
     <div className="stack clients-view">
@@ -158,7 +154,7 @@ function ClientTable({ list, selected }: { list: readonly ClientStatus[]; select
 
 function ClientActions({ client }: { client: ClientStatus }) {
   const act = (action: 'pause' | 'resume' | 'detach') =>
-    void clientAction(appStore, dataRequest(), client.name, action);
+    void clientAction(appStore, apiRequest(), client.name, action);
   const paused = client.state === 'paused' || client.state === 'broken';
   return (
     <div className="row-actions">

@@ -2,7 +2,8 @@
 import { useRef, useState, type DragEvent } from 'react';
 import { Icon } from '../../components/Icon.tsx';
 import { appStore } from '../../store/index.ts';
-import { SCRIPT_EXTENSIONS, readDroppedScript } from './read-dropped.ts';
+import { SCRIPT_EXTENSIONS } from '../../../../swarm/common/script-extensions.ts';
+import { readDroppedScript } from './read-dropped.ts';
 
 export function DropZone() {
   const input = useRef<HTMLInputElement>(null);

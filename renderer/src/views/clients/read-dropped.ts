@@ -2,11 +2,9 @@
  * Turns a dropped or chosen file into what POST /api/clients takes: in Electron the file's path on disk (the
  * preload's getPathForFile), in a browser its content, uploaded.
  */
+import { SCRIPT_EXTENSIONS } from '../../../../swarm/common/script-extensions.ts';
 import { desktopBridge } from '../../desktop.ts';
 import type { DroppedScript } from '../../store/clients/slice.ts';
-
-/** Scripts the runner can start (the runtime is picked by extension). */
-export const SCRIPT_EXTENSIONS = ['.py', '.js', '.mjs', '.cjs', '.ts', '.mts'];
 
 export class UnsupportedScriptError extends Error {
   override readonly name = 'UnsupportedScriptError';

@@ -5,7 +5,7 @@ import { appStore, useAppStore } from '../../store/index.ts';
 import { showView } from './navigation.ts';
 import { episodesSelectors, type ChatMessage } from '../../store/episodes/selectors.ts';
 import { loadTimeline } from '../../store/timeline/loaders.ts';
-import { dataRequest } from './data-request.ts';
+import { apiRequest } from '../../api/page-client.ts';
 import { formatEpisodeTime, formatReward, shortHash } from './format.ts';
 
 export function EpisodeDetail() {
@@ -48,7 +48,7 @@ export function EpisodeDetail() {
           type="button"
           className="button button--primary button--small"
           onClick={() => {
-            loadTimeline(appStore, dataRequest(), episode.id);
+            loadTimeline(appStore, apiRequest(), episode.id);
             showView('timeline');
           }}
         >

@@ -8,7 +8,7 @@ import { appStore, useAppStore } from '../../store/index.ts';
 import { loadVisibleEpisodes, openEpisode } from '../../store/episodes/loaders.ts';
 import { episodesSelectors } from '../../store/episodes/selectors.ts';
 import type { EpisodeListItem } from '../../store/episodes/types.ts';
-import { dataRequest } from './data-request.ts';
+import { apiRequest } from '../../api/page-client.ts';
 import { formatEpisodeTime, formatReward, shortHash } from './format.ts';
 
 export const EPISODE_ROW_HEIGHT = 36;
@@ -32,12 +32,12 @@ export function EpisodesList() {
   const last = items.length ? items[items.length - 1].index : 0;
 
   useEffect(() => {
-    loadVisibleEpisodes(appStore, dataRequest(), first, last);
+    loadVisibleEpisodes(appStore, apiRequest(), first, last);
   }, [first, last, episodes.generation, episodes.total, episodes.pages, episodes.pending]);
 
   const open = useCallback((id: string, index: number) => {
     setActive(index);
-    openEpisode(appStore, dataRequest(), id);
+    openEpisode(appStore, apiRequest(), id);
   }, []);
 
   function moveTo(index: number) {
@@ -63,7 +63,7 @@ export function EpisodesList() {
       const row = episodesSelectors.rowAt(episodes, active);
       if (row) {
         event.preventDefault();
-        openEpisode(appStore, dataRequest(), row.id);
+        openEpisode(appStore, apiRequest(), row.id);
       }
     }
   }

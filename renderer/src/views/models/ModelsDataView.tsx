@@ -3,25 +3,27 @@
  * training loop; live curves of reward, success, loss, KL, clip fraction, entropy, throughput and merge savings;
  * the checkpoints it wrote.
  */
-import { useEffect, useState } from 'react';
+import { useState } from 'react';
 import type { ModelStatus } from '../../../../swarm/common/api.ts';
 import { EmptyState } from '../../components/EmptyState.tsx';
 import { Panel } from '../../components/Panel.tsx';
 import { EngineStateBadge } from '../../components/StateBadge.tsx';
 import { formatCount } from '../../format.ts';
 import { appStore, useAppStore } from '../../store/index.ts';
+import { activitySelectors } from '../../store/activity/selectors.ts';
 import { loadSteps, loadTraining, trainingAction } from '../../store/models/loaders.ts';
 import { modelsSelectors } from '../../store/models/selectors.ts';
 import { COMMANDS } from '../commands.ts';
-import { dataDownload, dataRequest } from '../episodes/data-request.ts';
-import { describeError } from '../../store/episodes/request.ts';
+import { describeError } from '../../api/errors.ts';
+import { apiRequest, pageClient } from '../../api/page-client.ts';
+import { useLiveRefresh } from '../use-live-refresh.ts';
 import { formatEpisodeTime } from '../episodes/format.ts';
 import { LineChart } from './LineChart.tsx';
 import '../episodes/data-views.css';
 import './models.css';
 
-/** Steps and loop state also arrive as events; polling keeps peers that do not push them live. */
-const POLL_MS = 2_000;
+/** How often the training state and steps are refetched while the event stream is down. */
+const FALLBACK_POLL_MS = 2_000;
 
 export function ModelsDataView() {
   const models = useAppStore((s) => s.swarm.status?.models);
@@ -29,17 +31,21 @@ export function ModelsDataView() {
   const selected = models?.find((m) => m.name === selectedName) ?? models?.[0] ?? null;
   const name = selected?.name ?? null;
 
-  useEffect(() => {
+  // `train-step` events append steps as they happen (api/connection.ts). No event carries the loop's state (queue,
+  // groups, finished or failed, last error): it and any steps missed are refetched on each `train-step` event, on
+  // each error logged, and when the model's pushed status moves (modelsSelectors.trainingChangeKey: every step,
+  // episode and engine change).
+  const statusChange = useAppStore((s) => modelsSelectors.trainingChangeKey(s.swarm.status, name));
+  const pushedStep = useAppStore((s) => modelsSelectors.training(s.models, name).lastPushedStep);
+  const lastError = useAppStore((s) => activitySelectors.lastErrorSeq(s.activity));
+  const change = `${statusChange}|${pushedStep}|${lastError}`;
+  const refresh = () => {
     if (!name) return;
-    const request = dataRequest();
-    const poll = () => {
-      void loadTraining(appStore, request, name);
-      void loadSteps(appStore, request, name);
-    };
-    poll();
-    const timer = setInterval(poll, POLL_MS);
-    return () => clearInterval(timer);
-  }, [name]);
+    const request = apiRequest();
+    void loadTraining(appStore, request, name);
+    void loadSteps(appStore, request, name);
+  };
+  useLiveRefresh(refresh, change, { enabled: name !== null, fallbackMs: FALLBACK_POLL_MS });
 
   if (!models || models.length === 0) {
     return (
@@ -88,7 +94,7 @@ function TrainingPanel({ model }: { model: ModelStatus }) {
   const training = useAppStore((s) => modelsSelectors.training(s.models, model.name));
   const state = training.state;
   const act = (action: 'start' | 'pause' | 'stop') =>
-    void trainingAction(appStore, dataRequest(), model.name, action);
+    void trainingAction(appStore, apiRequest(), model.name, action);
   const status = state?.status ?? null;
   return (
     <Panel
@@ -271,7 +277,7 @@ function Checkpoints({ name }: { name: string }) {
     setExportError(null);
     try {
       const model = encodeURIComponent(name);
-      await dataDownload()(`/models/${model}/checkpoints/${step}/archive`, `${name}-step-${step}.tar`);
+      await pageClient().download(`/models/${model}/checkpoints/${step}/archive`, `${name}-step-${step}.tar`);
     } catch (error) {
       setExportError(describeError(error));
     } finally {

@@ -6,7 +6,7 @@ import { formatCount } from '../../format.ts';
 import { appStore, useAppStore } from '../../store/index.ts';
 import { createSwarm, joinSwarm, leaveSwarm, loadMembership } from '../../store/swarm/loaders.ts';
 import { swarmSelectors } from '../../store/swarm/selectors.ts';
-import { dataRequest } from '../episodes/data-request.ts';
+import { apiRequest } from '../../api/page-client.ts';
 
 /** The swarm name the create form suggests (the CLI's default). */
 const SUGGESTED_SWARM_NAME = 'lab';
@@ -19,7 +19,7 @@ export function SwarmNetworkPanel({ status }: { status: StatusPayload }) {
   const p2p = swarmSelectors.p2pSummary(status.p2p);
   const membership = useAppStore((s) => s.swarm.membership);
   // The status (pushed every second) says when p2p changed elsewhere, e.g. the CLI: reload the membership then.
-  useEffect(() => void loadMembership(appStore, dataRequest()), [status.p2p.enabled, status.p2p.swarm]);
+  useEffect(() => void loadMembership(appStore, apiRequest()), [status.p2p.enabled, status.p2p.swarm]);
 
   return (
     <Panel title="Swarm network" aside={<span className="pill" data-state={p2p.state}>{p2p.label}</span>} testId="p2p-panel">
@@ -58,12 +58,12 @@ function MembershipForms() {
 
   function create(event: FormEvent) {
     event.preventDefault();
-    void createSwarm(appStore, dataRequest(), { name: name.trim() || undefined });
+    void createSwarm(appStore, apiRequest(), { name: name.trim() || undefined });
   }
 
   function join(event: FormEvent) {
     event.preventDefault();
-    void joinSwarm(appStore, dataRequest(), token.trim());
+    void joinSwarm(appStore, apiRequest(), token.trim());
   }
 
   return (
@@ -118,7 +118,7 @@ function LeaveButton({ swarm }: { swarm: string }) {
         className="button button--danger"
         onClick={() => {
           setConfirming(false);
-          void leaveSwarm(appStore, dataRequest());
+          void leaveSwarm(appStore, apiRequest());
         }}
       >
         Leave

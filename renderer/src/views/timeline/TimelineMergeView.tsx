@@ -19,7 +19,7 @@ import {
 } from '../../store/timeline/layout.ts';
 import { loadTimeline } from '../../store/timeline/loaders.ts';
 import { MERGE_REASON_LABELS, timelineSelectors } from '../../store/timeline/selectors.ts';
-import { dataRequest } from '../episodes/data-request.ts';
+import { apiRequest } from '../../api/page-client.ts';
 import { MergeCanvas, ZOOM_STEP } from './MergeCanvas.tsx';
 import { SavingsPanel } from './SavingsPanel.tsx';
 import { TokenTooltip } from './TokenTooltip.tsx';
@@ -75,7 +75,7 @@ function EpisodePicker({ current }: { current: string | null }) {
   function submit(event: FormEvent) {
     event.preventDefault();
     const id = draft.trim();
-    if (id) loadTimeline(appStore, dataRequest(), id, mode);
+    if (id) loadTimeline(appStore, apiRequest(), id, mode);
   }
   return (
     <form className="toolbar" onSubmit={submit} aria-label="Choose an episode">
@@ -100,7 +100,7 @@ function EpisodePicker({ current }: { current: string | null }) {
               type="button"
               className="segmented__item"
               aria-pressed={mode === m}
-              onClick={() => loadTimeline(appStore, dataRequest(), current, m)}
+              onClick={() => loadTimeline(appStore, apiRequest(), current, m)}
             >
               {m === 'merged' ? 'Merged' : 'Naive (one per call)'}
             </button>

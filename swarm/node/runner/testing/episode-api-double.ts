@@ -1,11 +1,14 @@
 /**
- * TEST DOUBLE of the *remote* episode API (`/swarm/v1`) and of the gateway's chat endpoint (`/v1`), served over
- * real HTTP on loopback. The runner only ever talks HTTP to these endpoints, so tests of the runner's own
- * behaviour (processes, limits, scheduling, hot swap, teams) use this small server where the peer's real
- * episode service would need a model. It follows swarm/common/swarm-api.ts: the same request schemas, the same
- * answers and error shape. The model's "reply" is canned (`echo: <last user message>`); tool calls are never made.
+ * TEST DOUBLE of the swarm episode API (`/swarm/v1`), over real HTTP on loopback, for what the real routes cannot
+ * be made to do on demand: refuse starts (503 with Retry-After, 429 pool full) and drop connections. Everything
+ * else answers as the real routes do (episode-api-double.contract.test.ts sends both the same requests and
+ * compares status codes and error names): create 201, end/abort 200, a late end or abort 409 ConflictError, an
+ * unknown episode 404, an unknown model 404, a bad body 400 InvalidRequestError, a wrong token 401.
+ * It hosts no model: there is no chat endpoint, so runner tests that need the model use the real routes
+ * (testing/episode-server.ts).
  */
 import { randomBytes } from 'node:crypto';
+import { EventEmitter } from 'node:events';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { abortEpisodeRequestSchema, createEpisodeRequestSchema, endEpisodeRequestSchema } from '../../../common/swarm-api.ts';
 import { listen } from '../../http/server.ts';
@@ -18,23 +21,38 @@ export interface DoubleEpisode {
   client?: string;
   scriptHash?: string;
   teamId?: string;
-  aliases: string[];
-  apiKey: string;
   state: 'active' | 'ended' | 'aborted';
   reward?: number;
   reason?: string;
-  calls: number;
 }
+
+/** One `POST /episodes` as the double saw it: when, and what it answered (0: it dropped the connection). */
+export interface DoubleBegin {
+  at: number;
+  status: number;
+}
+
+/** A failure to inject into the next begins. */
+export type BeginFailure =
+  | { kind: 'busy'; status: 503 | 429; retryAfterS?: number }
+  /** Close the connection without answering. */
+  | { kind: 'drop' };
+
+/** What the real routes answer while a model drains or updates (episodes/http-errors.ts RETRY_AFTER_S). */
+const DEFAULT_RETRY_AFTER_S = 5;
 
 export class EpisodeApiDouble {
   readonly token = randomBytes(12).toString('hex');
   readonly episodes = new Map<string, DoubleEpisode>();
-  /** Answer begin with 503 this many times (a draining server). */
-  refuseBegins = 0;
+  /** Every begin, in arrival order. */
+  readonly begins: DoubleBegin[] = [];
+  /** Emits `begin` (DoubleBegin) after each begin was answered. */
+  readonly events = new EventEmitter<{ begin: [DoubleBegin] }>();
+  private failures: { failure: BeginFailure; count: number }[] = [];
   private server!: Server;
   url = '';
 
-  /** The models the double "hosts", each with the aliases its host would answer to. */
+  /** The models the double "hosts", each with the aliases its host answers to. */
   constructor(readonly models: { name: string; aliases: string[] }[] = [{ name: 'tiny', aliases: ['gpt-4o-mini'] }]) {}
 
   static async start(models?: { name: string; aliases: string[] }[]): Promise<EpisodeApiDouble> {
@@ -47,6 +65,11 @@ export class EpisodeApiDouble {
 
   get swarmUrl(): string {
     return `${this.url}/swarm/v1`;
+  }
+
+  /** The next `count` begins fail so. */
+  failBegins(count: number, failure: BeginFailure): void {
+    this.failures.push({ failure, count });
   }
 
   list(filter: Partial<Pick<DoubleEpisode, 'client' | 'state' | 'teamId'>> = {}): DoubleEpisode[] {
@@ -64,75 +87,73 @@ export class EpisodeApiDouble {
     const url = new URL(req.url ?? '/', 'http://x');
     const body = req.method === 'POST' ? await readJson(req) : undefined;
     const bearer = /^Bearer (.+)$/.exec(req.headers.authorization ?? '')?.[1];
-    if (url.pathname === '/v1/chat/completions') return this.chat(res, bearer, body);
     if (bearer !== this.token) return send(res, 401, { error: { name: 'AuthenticationError', message: 'wrong token' } });
     if (req.method === 'GET' && url.pathname === '/swarm/v1/status') {
       return send(res, 200, { nodeId: 'double', models: this.models.map((m) => ({ ...m, engineState: 'rolling', policyVersion: 0 })), episodes: { active: this.list({ state: 'active' }).length } });
     }
-    if (req.method === 'POST' && url.pathname === '/swarm/v1/episodes') {
-      if (this.refuseBegins > 0) {
-        this.refuseBegins--;
-        return send(res, 503, { error: { name: 'ServiceUnavailableError', message: 'draining' } });
-      }
-      const parsed = createEpisodeRequestSchema.safeParse(body);
-      if (!parsed.success) return send(res, 400, { error: { name: 'InvalidRequestError', message: parsed.error.issues[0].message } });
-      const hosted = this.models.find((m) => m.name === parsed.data.model);
-      const id = `ep-${randomBytes(6).toString('hex')}`;
-      const episode: DoubleEpisode = {
-        id,
-        model: parsed.data.model,
-        taskId: parsed.data.taskId,
-        kind: parsed.data.kind,
-        client: parsed.data.client,
-        scriptHash: parsed.data.scriptHash,
-        teamId: parsed.data.teamId,
-        // Like the real gateway: the host's aliases of the model, then the episode's own.
-        aliases: [...(hosted?.aliases ?? []), ...(parsed.data.aliases ?? [])],
-        apiKey: `aj-ep-${id}.${randomBytes(8).toString('hex')}`,
-        state: 'active',
-        calls: 0,
-      };
-      this.episodes.set(id, episode);
-      return send(res, 200, { episodeId: id, baseUrl: `${this.url}/v1`, apiKey: episode.apiKey, model: episode.model, policyVersion: 0 });
-    }
+    if (req.method === 'POST' && url.pathname === '/swarm/v1/episodes') return this.begin(req, res, body);
     const m = /^\/swarm\/v1\/episodes\/([^/]+)\/(end|abort)$/.exec(url.pathname);
     if (req.method === 'POST' && m) {
-      const episode = this.episodes.get(m[1]);
+      const action = m[2] as 'end' | 'abort';
+      const parsed = action === 'end' ? endEpisodeRequestSchema.safeParse(body) : abortEpisodeRequestSchema.safeParse(body);
+      if (!parsed.success) return send(res, 400, { error: { name: 'InvalidRequestError', message: parsed.error.issues[0].message } });
+      const episode = this.episodes.get(decodeURIComponent(m[1]));
       if (!episode) return send(res, 404, { error: { name: 'NotFoundError', message: 'no such episode' } });
-      if (episode.state !== 'active') return send(res, 409, { error: { name: 'EpisodeClosedError', message: `episode is ${episode.state}` } });
-      if (m[2] === 'end') {
-        const parsed = endEpisodeRequestSchema.safeParse(body);
-        if (!parsed.success) return send(res, 400, { error: { name: 'InvalidRequestError', message: parsed.error.issues[0].message } });
+      if (episode.state !== 'active') return send(res, 409, { error: { name: 'ConflictError', message: `episode ${episode.id} is ${episode.state}` } });
+      if ('reward' in parsed.data) {
         episode.state = 'ended';
         episode.reward = parsed.data.reward;
       } else {
-        const parsed = abortEpisodeRequestSchema.safeParse(body);
-        if (!parsed.success) return send(res, 400, { error: { name: 'InvalidRequestError', message: parsed.error.issues[0].message } });
         episode.state = 'aborted';
         episode.reason = parsed.data.reason;
       }
-      return send(res, 200, { episodeId: episode.id, state: episode.state, calls: episode.calls, timelines: 0 });
+      // No model here, so no calls and no timelines.
+      return send(res, 200, { episodeId: episode.id, state: episode.state, calls: 0, timelines: 0 });
     }
     return send(res, 404, { error: { name: 'NotFoundError', message: `no route ${url.pathname}` } });
   }
 
-  private chat(res: ServerResponse, key: string | undefined, body: unknown) {
-    const episode = [...this.episodes.values()].find((e) => e.apiKey === key && e.state === 'active');
-    if (!episode) return send(res, 401, { error: { message: 'invalid episode key', type: 'authentication_error', code: 'invalid_api_key' } });
-    const request = body as { model?: string; messages?: { role: string; content: string }[] };
-    if (request.model !== episode.model && !episode.aliases.includes(request.model ?? '')) {
-      return send(res, 404, { error: { message: `model "${request.model}" is not this episode's`, type: 'not_found_error', code: 'model_not_found' } });
+  private begin(req: IncomingMessage, res: ServerResponse, body: unknown) {
+    const answered = (status: number) => {
+      const begin = { at: Date.now(), status };
+      this.begins.push(begin);
+      this.events.emit('begin', begin);
+    };
+    const next = this.failures[0];
+    if (next) {
+      if (--next.count <= 0) this.failures.shift();
+      if (next.failure.kind === 'drop') {
+        req.socket.destroy();
+        return answered(0);
+      }
+      const retryAfterS = next.failure.retryAfterS ?? DEFAULT_RETRY_AFTER_S;
+      const name = next.failure.status === 429 ? 'PoolFullError' : 'ServiceUnavailableError';
+      send(res, next.failure.status, { error: { name, message: next.failure.status === 429 ? 'pool full' : 'model updating' } }, { 'Retry-After': String(retryAfterS) });
+      return answered(next.failure.status);
     }
-    episode.calls++;
-    const lastUser = [...(request.messages ?? [])].reverse().find((m) => m.role === 'user');
-    return send(res, 200, {
-      id: `chatcmpl-${episode.calls}`,
-      object: 'chat.completion',
-      created: Math.floor(Date.now() / 1000),
-      model: request.model,
-      choices: [{ index: 0, finish_reason: 'stop', message: { role: 'assistant', content: `echo: ${lastUser?.content ?? ''}` } }],
-      usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 },
+    const parsed = createEpisodeRequestSchema.safeParse(body);
+    if (!parsed.success) {
+      send(res, 400, { error: { name: 'InvalidRequestError', message: parsed.error.issues[0].message } });
+      return answered(400);
+    }
+    const hosted = this.models.find((m) => m.name === parsed.data.model || m.aliases.includes(parsed.data.model));
+    if (!hosted) {
+      send(res, 404, { error: { name: 'NotFoundError', message: `model "${parsed.data.model}" is not hosted` } });
+      return answered(404);
+    }
+    const id = `ep-${randomBytes(6).toString('hex')}`;
+    this.episodes.set(id, {
+      id,
+      model: hosted.name,
+      taskId: parsed.data.taskId,
+      kind: parsed.data.kind,
+      client: parsed.data.client,
+      scriptHash: parsed.data.scriptHash,
+      teamId: parsed.data.teamId,
+      state: 'active',
     });
+    send(res, 201, { episodeId: id, baseUrl: `${this.url}/v1`, apiKey: `aj-ep-${id}.${randomBytes(8).toString('hex')}`, model: hosted.name, policyVersion: 0 });
+    answered(201);
   }
 }
 
@@ -146,6 +167,6 @@ async function readJson(req: IncomingMessage): Promise<unknown> {
   }
 }
 
-function send(res: ServerResponse, status: number, body: unknown) {
-  res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(body));
+function send(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}) {
+  res.writeHead(status, { 'content-type': 'application/json', ...headers }).end(JSON.stringify(body));
 }

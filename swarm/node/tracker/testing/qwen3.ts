@@ -5,10 +5,10 @@
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
-import { hfTokenizerBundle, type TokenizerBundle } from '../../../worker/tokenizer/load.ts';
-import type { ChatMessage, Tokenizer, ToolCall } from '../../../worker/tokenizer/types.ts';
-import type { EpisodeTracker, RenderOptions } from './tracker.ts';
-import type { CallRecord } from '../../common/timeline/call.ts';
+import { hfTokenizerBundle, type TokenizerBundle } from '../../../../worker/tokenizer/load.ts';
+import type { ChatMessage, Tokenizer, ToolCall } from '../../../../worker/tokenizer/types.ts';
+import type { EpisodeTracker, RenderOptions } from '../tracker.ts';
+import type { CallRecord } from '../../../common/timeline/call.ts';
 
 let qwen3: TokenizerBundle | undefined;
 

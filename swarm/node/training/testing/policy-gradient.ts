@@ -9,10 +9,10 @@
  * Each sample runs as its own [1, T] forward (no padding), through the trainer's own model and loss functions.
  */
 import * as tf from '@tensorflow/tfjs';
-import type { DecoderConfig, NamedTensors, TrainSample } from '../../../worker/common/engine.ts';
-import { ppoClipLoss } from '../../../worker/losses.ts';
-import { forward, fuseWeights, targetLogprobs, toParams } from '../../../worker/model.ts';
-import { readAllFloats } from '../../../worker/read.ts';
+import type { DecoderConfig, NamedTensors, TrainSample } from '../../../../worker/common/engine.ts';
+import { ppoClipLoss } from '../../../../worker/losses.ts';
+import { forward, fuseWeights, targetLogprobs, toParams } from '../../../../worker/model.ts';
+import { readAllFloats } from '../../../../worker/read.ts';
 
 export interface LossAndGradients {
   loss: number;

@@ -6,10 +6,10 @@
  *
  * With the byte tokenizer one ASCII character is one token, so the workload sizes below are token counts.
  */
-import { builtinTokenizerBundle } from '../../../worker/tokenizer/load.ts';
-import { IM_END_ID } from '../../../worker/tokenizer/byte-tokenizer.ts';
-import type { ChatMessage } from '../../../worker/tokenizer/types.ts';
-import { EpisodeTracker } from '../tracker/tracker.ts';
+import { builtinTokenizerBundle } from '../../../../worker/tokenizer/load.ts';
+import { IM_END_ID } from '../../../../worker/tokenizer/byte-tokenizer.ts';
+import type { ChatMessage } from '../../../../worker/tokenizer/types.ts';
+import { EpisodeTracker } from '../../tracker/tracker.ts';
 
 export interface AgentWorkload {
   turns: number;

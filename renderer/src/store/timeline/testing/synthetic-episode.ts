@@ -2,10 +2,10 @@
  * Builds episode exports for tests and the benchmark the way the peer does: real calls merged by the real merger
  * (swarm/common/timeline/merge.ts) and exported by buildEpisodeExport.
  */
-import type { CallRecord } from '../../../../swarm/common/timeline/call.ts';
-import { buildEpisodeExport, type EpisodeExport } from '../../../../swarm/common/timeline/export.ts';
-import { mergeTimelines } from '../../../../swarm/common/timeline/merge.ts';
-import { toMergeCalls } from '../../../../swarm/common/timeline/call.ts';
+import type { CallRecord } from '../../../../../swarm/common/timeline/call.ts';
+import { buildEpisodeExport, type EpisodeExport } from '../../../../../swarm/common/timeline/export.ts';
+import { mergeTimelines } from '../../../../../swarm/common/timeline/merge.ts';
+import { toMergeCalls } from '../../../../../swarm/common/timeline/call.ts';
 
 export interface SyntheticEpisodeOptions {
   turns: number;

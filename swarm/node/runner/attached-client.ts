@@ -1,0 +1,142 @@
+/**
+ * One attached script as the runner holds it: its current version (hot swap replaces the version, the options
+ * and the task source in place, so counts, fair-share level and in-flight runs carry over), its queue of tasks
+ * waiting on a retry or on a busy server, its runs in flight, and its counts and per-task metrics.
+ */
+import { SINGLE_MODEL_ROLE, type AttachClientOptions, type ClientState, type ClientStatus, type TaskMetrics } from '../../common/runner-api.ts';
+import type { RewardFunction } from './result.ts';
+import type { ScriptVersion } from './script.ts';
+import type { EpisodeSpec } from './tasks.ts';
+
+/** A task waiting to run: a retry (after its backoff) or one a busy server refused to start. */
+export interface QueuedEpisode {
+  spec: EpisodeSpec;
+  /** Failed tries so far (refused starts do not count). */
+  attempt: number;
+  /** Not before this time (ms since the epoch). */
+  notBefore: number;
+  /** Its place in the task source's order: queued tasks stay in that order. */
+  order: number;
+}
+
+export interface InFlight {
+  /** The script version it runs. */
+  version: number;
+  controller: AbortController;
+  done: Promise<void>;
+}
+
+/** What a new version brings; the rest of the client carries over. */
+export interface ClientVersion {
+  version: number;
+  script: ScriptVersion;
+  options: AttachClientOptions;
+  rewardFn: RewardFunction | undefined;
+  specs: AsyncGenerator<EpisodeSpec>;
+}
+
+export class AttachedClient {
+  state: ClientState = 'running';
+  reason: string | null = null;
+  version = 0;
+  script!: ScriptVersion;
+  options!: AttachClientOptions;
+  rewardFn: RewardFunction | undefined;
+  specs!: AsyncGenerator<EpisodeSpec>;
+  exhausted = false;
+  /** Tasks taken from the task source but not running now, in task-source order. */
+  readonly queue: QueuedEpisode[] = [];
+  /** The order the next task taken from the task source gets. */
+  nextOrder = 0;
+  readonly inFlight = new Set<InFlight>();
+  /** Episodes started, scaled for fair sharing (a client attached late starts at the others' level). */
+  served = 0;
+  /** A busy server asked to wait: nothing of this client starts before this time (ms since the epoch). */
+  heldUntil = 0;
+  readonly counts = { started: 0, ended: 0, aborted: 0, retried: 0, consecutiveFailures: 0 };
+  rewardSum = 0;
+  readonly perTask = new Map<string, TaskMetrics>();
+  /** The state and reason last written to the store. */
+  persisted = '';
+
+  constructor(readonly name: string) {}
+
+  /** Hot swap: the new version's script, options and task source; queued tasks of the old one are dropped. */
+  install(next: ClientVersion): void {
+    void this.specs?.return(undefined);
+    this.version = next.version;
+    this.script = next.script;
+    this.options = next.options;
+    this.rewardFn = next.rewardFn;
+    this.specs = next.specs;
+    this.exhausted = false;
+    this.queue.length = 0;
+    this.heldUntil = 0;
+    this.state = 'running';
+    this.reason = null;
+    this.counts.consecutiveFailures = 0;
+  }
+
+  /** Role → model; a single-model script has one role, SINGLE_MODEL_ROLE. */
+  get models(): Record<string, string> {
+    return this.options.models ?? { [SINGLE_MODEL_ROLE]: this.options.model! };
+  }
+
+  get isTeam(): boolean {
+    return this.options.models !== undefined;
+  }
+
+  get hasWork(): boolean {
+    return !this.exhausted || this.queue.length > 0;
+  }
+
+  /** Its share so far: episodes started per unit of weight. */
+  get level(): number {
+    return this.served / this.options.weight;
+  }
+
+  taskMetrics(taskId: string): TaskMetrics {
+    let m = this.perTask.get(taskId);
+    if (!m) this.perTask.set(taskId, (m = { episodes: 0, aborted: 0, rewardSum: 0, meanReward: null }));
+    return m;
+  }
+
+  countEnded(taskId: string, reward: number): void {
+    this.counts.ended++;
+    this.counts.consecutiveFailures = 0;
+    this.rewardSum += reward;
+    const task = this.taskMetrics(taskId);
+    task.episodes++;
+    task.rewardSum += reward;
+    task.meanReward = task.rewardSum / (task.episodes - task.aborted || 1);
+  }
+
+  countAborted(taskId: string): void {
+    this.counts.aborted++;
+    const task = this.taskMetrics(taskId);
+    task.episodes++;
+    task.aborted++;
+  }
+
+  status(): ClientStatus {
+    const perTask: Record<string, TaskMetrics> = {};
+    for (const [id, m] of this.perTask) perTask[id] = { ...m };
+    return {
+      name: this.name,
+      state: this.state,
+      reason: this.reason,
+      version: this.version,
+      scriptHash: this.script.hash,
+      scriptFile: this.script.origin,
+      runtime: this.script.runtime,
+      models: this.models,
+      weight: this.options.weight,
+      concurrency: this.options.concurrency,
+      repeat: this.options.repeat,
+      inFlight: this.inFlight.size,
+      counts: { ...this.counts },
+      meanReward: this.counts.ended > 0 ? this.rewardSum / this.counts.ended : null,
+      perTask,
+    };
+  }
+}
