@@ -21,6 +21,29 @@ const roleNameSchema = z.string().regex(/^[A-Za-z][A-Za-z0-9_]{0,31}$/, 'roles a
 export const taskSchema = z.looseObject({ id: z.union([z.string().min(1), z.number()]) });
 export type Task = z.infer<typeof taskSchema> & Record<string, unknown>;
 
+/** A script's resource limits (see `attachClientSchema.limits`). */
+export const scriptLimitsSchema = z.object({
+  /** Address space (RLIMIT_AS) in MiB: virtual, not resident; Node alone reserves about 0.7 GiB at start. */
+  memoryMb: z.number().int().min(256).max(1_048_576).optional(),
+  /** CPU seconds per process (RLIMIT_CPU), all its threads together. */
+  cpuS: z.number().int().min(1).max(864_000).optional(),
+  /** Processes and threads (RLIMIT_NPROC), counted per sandbox under bubblewrap. */
+  processes: z.number().int().min(8).max(65_536).optional(),
+  /** Largest file the script may write (RLIMIT_FSIZE), in MiB. */
+  fileSizeMb: z.number().int().min(1).max(1_048_576).optional(),
+});
+export type ScriptLimits = z.infer<typeof scriptLimitsSchema>;
+
+/**
+ * How the runner isolates scripts, for the status: `bubblewrap` (namespaces: the script sees its work dir, its
+ * snapshot read-only and the system read-only, nothing of the peer) or `none` (it runs as the peer's user with
+ * in-process guards only). `detail` says what that means on this machine in a sentence or two.
+ */
+export interface RunnerIsolation {
+  kind: 'bubblewrap' | 'none';
+  detail: string;
+}
+
 export const attachClientSchema = z
   .object({
     name: nameSchema,
@@ -57,10 +80,24 @@ export const attachClientSchema = z
     maxConsecutiveFailures: z.number().int().min(1).max(1000).default(5),
     /** Re-attaching under the same name: let in-flight episodes of the old version finish, or abort them. */
     inFlight: z.enum(['finish', 'abort']).default('finish'),
-    /** Node scripts run under Node's permission model (no reads outside their folder, node_modules and work dir). */
+    /**
+     * Scripts run sandboxed: under bubblewrap where the runner has it (`ClientRunner.isolation()` says), else with
+     * in-process guards (Node's permission model, an audit hook for Python) that are no boundary. false = as is.
+     */
     sandbox: z.boolean().default(true),
     /** Sampling for eval episodes (train episodes sample the policy as it is). */
     sampling: episodeSamplingSchema.optional(),
+    /**
+     * Resource limits of each run's processes (rlimits, per process), where the OS has them; unset fields take
+     * the runner's defaults. Applied only with `sandbox: true`.
+     */
+    limits: scriptLimitsSchema.optional(),
+    /**
+     * `on` (default): the script reaches the network as the peer does (agents call tools on the internet).
+     * `none`: no network at all, not even the peer's gateway — for offline scripts; it needs bubblewrap (an attach
+     * asking for it where the runner cannot cut the network is refused, never silently ignored).
+     */
+    network: z.enum(['on', 'none']).optional(),
   })
   .refine((v) => (v.model === undefined) !== (v.models === undefined), {
     message: 'give either model (one model) or models (role → model for a team), not both and not neither',
@@ -174,4 +211,6 @@ export type ScriptResult = z.infer<typeof scriptResultSchema>;
 /** Events the runner pushes over the control WebSocket. */
 export type RunnerEvent =
   | { type: 'client'; data: ClientStatus }
-  | { type: 'client-paused'; data: { name: string; reason: string; breaker: boolean } };
+  | { type: 'client-paused'; data: { name: string; reason: string; breaker: boolean } }
+  /** Detached (from the UI, the CLI or the API): no longer listed. */
+  | { type: 'client-detached'; data: { name: string } };

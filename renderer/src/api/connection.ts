@@ -15,7 +15,7 @@ type StoreActions = Pick<
   'connectionStarted' | 'connectionLive' | 'connectionLost' | 'connectionUnauthorised' | 'statusReceived' | 'logReceived'
 > &
   // The data views' live updates (clients, training steps); optional so a caller may leave them out.
-  Partial<Pick<AppStore, 'clientUpdated' | 'trainStepPushed'>>;
+  Partial<Pick<AppStore, 'clientUpdated' | 'clientRemoved' | 'trainStepPushed'>>;
 
 export interface ConnectionOptions {
   client: ControlApiClient;
@@ -102,6 +102,7 @@ export function startConnection({
     if (event.type === 'status') actions.statusReceived(event.data, now());
     else if (event.type === 'log') actions.logReceived(event.data);
     else if (event.type === 'client') actions.clientUpdated?.(event.data, now());
+    else if (event.type === 'client-detached') actions.clientRemoved?.(event.data.name);
     else if (event.type === 'train-step') actions.trainStepPushed?.(event.data);
     // Other event types (added by newer peers) are ignored.
   }

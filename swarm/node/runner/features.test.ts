@@ -27,7 +27,7 @@ function scratch(): string {
 
 describe('hot swap', () => {
   it('new episodes run the new version; in-flight ones of the old version finish; each records its hash', async () => {
-    const { runner, server } = await setup();
+    const { runner, server, events } = await setup();
     const v1 = 'setTimeout(() => console.log(JSON.stringify({ reward: 1 })), 300);';
     const v2 = 'console.log(JSON.stringify({ reward: 2 }));';
     const first = await attachInline(runner, 'swap', 'agent.mjs', v1, { epochs: undefined, concurrency: 2 });
@@ -37,6 +37,8 @@ describe('hot swap', () => {
     expect(second.scriptHash).not.toBe(first.scriptHash);
     await waitForRuns(runner, (r) => r.scriptHash === second.scriptHash, 3);
     await runner.detach('swap');
+    // The UI drops it from its list on this event.
+    expect(events).toContainEqual({ type: 'client-detached', data: { name: 'swap' } });
 
     const runs = runner.runs('swap');
     const firstNew = runs.findIndex((r) => r.scriptHash === second.scriptHash);

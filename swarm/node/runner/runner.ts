@@ -202,6 +202,7 @@ export class ClientRunner {
     this.clients.delete(name);
     client.state = 'finished';
     this.persist(client, 'detached');
+    this.options.broadcast?.({ type: 'client-detached', data: { name } });
     void client.specs.return(undefined);
     if (abortInFlight) for (const run of client.inFlight) run.controller.abort({ code: 'detached', reason: `script ${name} detached` });
     await Promise.all([...client.inFlight].map((r) => r.done));
