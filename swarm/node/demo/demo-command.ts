@@ -76,7 +76,7 @@ function progressPrinter(): (p: DemoProgress) => void {
       bar.update(0, {});
     } else if (p.phase === 'train') {
       const r = p.record;
-      const fields = { reward: r.rewardMean.toFixed(2), success: r.successRate.toFixed(2), 'tok/s': Math.round(r.endToEndTokensPerS), calls: r.callsPerEpisode.toFixed(2), merge: `${r.mergeTokenRatio.toFixed(2)}x` };
+      const fields = { reward: r.rewardMean.toFixed(2), success: r.rolloutSuccessRate.toFixed(2), 'tok/s': Math.round(r.endToEndTokensPerS), calls: r.callsPerEpisode.toFixed(2), merge: `${r.mergeTokenRatio.toFixed(2)}x` };
       if (p.step === p.total) bar!.done(fields);
       else bar!.update(p.step, fields);
     }

@@ -13,7 +13,6 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { join, resolve } from 'node:path';
 import type { NamedTensors } from '../../../worker/common/engine.ts';
-import { mergeTimelines } from '../../common/timeline/merge.ts';
 import type { AttachClientRequest, ClientRunRecord } from '../../common/runner-api.ts';
 import type { TrainStepSummary } from '../../common/api.ts';
 import { DEFAULT_POOL_LIMIT, type HostedModel } from '../models/model-host.ts';
@@ -89,7 +88,10 @@ export const DEFAULT_DEMO: DemoOptions = {
 
 export interface EvalResult {
   episodes: number;
-  /** Episodes with reward ≥ 1 over all held-out episodes (aborted ones count as failures). */
+  /**
+   * Held-out episodes with reward ≥ 1 over all of them (aborted ones count as failures); the calculator's grader gives
+   * reward 1 exactly when it reports success.
+   */
   successRate: number;
   meanReward: number;
   aborted: number;
@@ -99,8 +101,11 @@ export interface EvalResult {
 export interface StepRecord extends TrainStepSummary {
   /** Seconds since training started, when the step finished. */
   wallS: number;
-  /** Share of the step's finished train episodes with reward ≥ 1. */
-  successRate: number;
+  /**
+   * Share of the train episodes finished since the previous step whose own `success` is true (all rollouts, not only
+   * the batch trained on: the step's own `successRate` is the batch's).
+   */
+  rolloutSuccessRate: number;
   /** Tokens the trainer processed per second of its own step time. */
   trainerTokensPerS: number;
   /** Generated + trained tokens over the wall time since the previous step (rollouts included). */
@@ -316,14 +321,15 @@ async function train(
   const unsubscribe = model.onEpisodeDone((done) => {
     if (done.kind !== 'train' || done.outcome !== 'ended') return;
     episodes++;
-    const calls = store.episodeCalls(done.episodeId);
-    const savings = mergeTimelines(calls).savings;
+    // What the episode stored when it ended (merged once, in the mode training uses): nothing is merged again here.
+    const stored = store.episodeTimelines(done.episodeId);
+    if (!stored) return;
     window.episodes++;
-    window.calls += calls.length;
-    if ((done.reward ?? 0) >= 1) window.successes++;
-    window.naive += savings.naiveTokens;
-    window.merged += savings.mergedTokens;
-    window.generated += savings.generatedTokens;
+    window.calls += store.episodeCalls(done.episodeId).length;
+    if (stored.success) window.successes++;
+    window.naive += stored.naiveTokens;
+    window.merged += stored.timelines.reduce((n, t) => n + t.tokens.length, 0);
+    window.generated += stored.timelines.reduce((n, t) => n + t.lossMask.reduce((a, m) => a + m, 0), 0);
   });
 
   const records: StepRecord[] = [];
@@ -358,7 +364,7 @@ async function train(
         const record: StepRecord = {
           ...step,
           wallS: (now - t0) / 1000,
-          successRate: window.episodes ? window.successes / window.episodes : step.rewardMean,
+          rolloutSuccessRate: window.episodes ? window.successes / window.episodes : 0,
           trainerTokensPerS: step.metrics.tokens / Math.max(1e-3, step.metrics.timeMs / 1000),
           endToEndTokensPerS: (step.metrics.tokens + window.generated) / Math.max(1e-3, (now - lastStepAt) / 1000),
           mergeTokenRatio: window.merged > 0 ? window.naive / window.merged : 1,

@@ -30,7 +30,7 @@ function plots(result: DemoResult): Plot[] {
       yDomain: [0, 1],
       series: [
         { name: 'reward mean', points: points(r, (s) => s.rewardMean) },
-        { name: 'success rate', points: points(r, (s) => s.successRate) },
+        { name: 'success rate', points: points(r, (s) => s.rolloutSuccessRate) },
         evalLine('held-out before', result.eval_before, firstStep),
         evalLine('held-out after', result.eval_after, lastStep),
       ],
@@ -78,7 +78,7 @@ export function writeDemoReport(result: DemoResult): string {
   const a = result.evalAfter;
   const rows = result.stepRecords.map(
     (s) =>
-      `| ${s.step} | ${s.wallS.toFixed(0)} | ${s.rewardMean.toFixed(3)} | ${s.successRate.toFixed(3)} | ${s.metrics.loss.toFixed(4)} | ${s.metrics.kl.toFixed(5)} | ${s.metrics.clipFraction.toFixed(4)} | ${s.trainerTokensPerS.toFixed(0)} | ${s.callsPerEpisode.toFixed(2)} | ${s.mergeTokenRatio.toFixed(2)} |`,
+      `| ${s.step} | ${s.wallS.toFixed(0)} | ${s.rewardMean.toFixed(3)} | ${s.rolloutSuccessRate.toFixed(3)} | ${s.metrics.loss.toFixed(4)} | ${s.metrics.kl.toFixed(5)} | ${s.metrics.clipFraction.toFixed(4)} | ${s.trainerTokensPerS.toFixed(0)} | ${s.callsPerEpisode.toFixed(2)} | ${s.mergeTokenRatio.toFixed(2)} |`,
   );
   const md = `# AgentJet demo run
 
