@@ -523,6 +523,6 @@ describe('context tracker with the real Qwen3 tokenizer and template', () => {
       expect.objectContaining({ name: 'EpisodeAlreadyTrackedError' }),
     );
     expect(trackers.finish('e7').calls).toHaveLength(1);
-    expect(() => trackers.get('e7')).toThrow(expect.objectContaining({ name: 'UnknownEpisodeError' }));
+    expect(() => trackers.get('e7')).toThrow(expect.objectContaining({ name: 'UntrackedEpisodeError' }));
   });
 });

@@ -11,8 +11,8 @@ import { toMergeCalls, type CallRecord, type CallTimings } from '../../common/ti
 import { mergeTimelines, type MergeMode, type MergeResult } from '../../common/timeline/merge.ts';
 import { PieceCache, renderPrompt, type RenderedPrompt } from './render.ts';
 
-export class UnknownEpisodeError extends Error {
-  override name = 'UnknownEpisodeError';
+export class UntrackedEpisodeError extends Error {
+  override name = 'UntrackedEpisodeError';
   constructor(readonly episodeId: string) {
     super(`episode ${episodeId} is not tracked (never begun, or already ended)`);
   }
@@ -170,7 +170,7 @@ export class ContextTracker {
 
   get(episodeId: string): EpisodeTracker {
     const tracker = this.episodes.get(episodeId);
-    if (!tracker) throw new UnknownEpisodeError(episodeId);
+    if (!tracker) throw new UntrackedEpisodeError(episodeId);
     return tracker;
   }
 

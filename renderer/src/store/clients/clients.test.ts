@@ -51,13 +51,13 @@ describe('clients slice', () => {
     expect(store.getState().clients.list).toHaveLength(1);
   });
 
-  it('measures episodes per second from the counts it saw, and the success share', () => {
+  it('measures episodes per second from the counts it saw, and the share that completed', () => {
     const store = createAppStore();
     store.getState().clientsLoaded([status('a', 1, 0)], 0);
     store.getState().clientUpdated(status('a', 1, 10), 2_000);
     store.getState().clientUpdated(status('a', 1, 18, 2), 4_000);
     expect(clientsSelectors.episodesPerSecond(store.getState().clients.throughput.a)).toBe(5);
-    expect(clientsSelectors.successRate(store.getState().clients.list[0])).toBe(0.9);
+    expect(clientsSelectors.completionRate(store.getState().clients.list[0])).toBe(0.9);
     expect(clientsSelectors.episodesPerSecond([])).toBeNull();
   });
 

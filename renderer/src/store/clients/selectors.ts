@@ -15,8 +15,11 @@ function episodesPerSecond(samples: readonly ThroughputSample[] | undefined): nu
   return seconds > 0 ? (last.finished - first.finished) / seconds : null;
 }
 
-/** Share of finished episodes that ended with a result (the rest were aborted: crash, timeout, bad output). */
-function successRate(client: ClientStatus): number | null {
+/**
+ * Share of finished episodes that completed, i.e. ended with a result (the rest were aborted: crash, timeout, bad
+ * output). Not "success": that is an episode's own flag, reported by its script or grader.
+ */
+function completionRate(client: ClientStatus): number | null {
   const finished = client.counts.ended + client.counts.aborted;
   return finished > 0 ? client.counts.ended / finished : null;
 }
@@ -104,7 +107,7 @@ function parseTaskLines(text: string): Record<string, unknown>[] {
 
 export const clientsSelectors = {
   episodesPerSecond,
-  successRate,
+  completionRate,
   selectedClient,
   runsChangeKey,
   failures,

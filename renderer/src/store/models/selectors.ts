@@ -11,7 +11,7 @@ export interface StepSeries {
   rewardMean: (number | null)[];
   /** Standard deviation of the batch's rewards, when steps report it (`rewardStd`). */
   rewardStd: (number | null)[];
-  /** Share of the batch's episodes that succeeded, when steps report it (`successRate`). */
+  /** Share of the batch's episodes whose own `success` is true, when steps report it (`successRate`). */
   success: (number | null)[];
   loss: (number | null)[];
   kl: (number | null)[];

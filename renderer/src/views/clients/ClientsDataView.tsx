@@ -1,6 +1,6 @@
 /**
  * Attached agent scripts: drop one to attach it (or a new version to hot-swap it), then watch each one's
- * version, throughput, success and failures, read its runs' output, and pause, resume or detach it.
+ * version, throughput, completed and aborted episodes, read its runs' output, and pause, resume or detach it.
  */
 import { Panel } from '../../components/Panel.tsx';
 import { formatCount } from '../../format.ts';
@@ -81,8 +81,8 @@ function ClientTable({ list, selected }: { list: readonly ClientStatus[]; select
             <th scope="col" className="num">
               Ended / aborted
             </th>
-            <th scope="col" className="num">
-              Success
+            <th scope="col" className="num" title="Share of finished episodes that ended with a result (not aborted)">
+              Completed
             </th>
             <th scope="col" className="num">
               Mean reward
@@ -93,7 +93,7 @@ function ClientTable({ list, selected }: { list: readonly ClientStatus[]; select
         <tbody>
           {list.map((client) => {
             const rate = clientsSelectors.episodesPerSecond(throughput[client.name]);
-            const success = clientsSelectors.successRate(client);
+            const completed = clientsSelectors.completionRate(client);
             return (
               <tr
                 key={client.name}
@@ -138,7 +138,7 @@ function ClientTable({ list, selected }: { list: readonly ClientStatus[]; select
                     {formatCount(client.counts.aborted)}
                   </span>
                 </td>
-                <td className="num mono">{success === null ? '—' : `${Math.round(success * 100)}%`}</td>
+                <td className="num mono">{completed === null ? '—' : `${Math.round(completed * 100)}%`}</td>
                 <td className="num mono">{formatReward(client.meanReward)}</td>
                 <td>
                   <ClientActions client={client} />
