@@ -358,13 +358,13 @@ describe('episodes', () => {
   });
 
   it('aborts an episode with no call for idleTimeoutS, and never trains on it', async () => {
-    const done: string[] = [];
-    const off = runtime.serving.models.models[0].onEpisodeDone((d) => done.push(`${d.episodeId}:${d.outcome}`));
+    const outcomes = new Map<string, string>();
+    const off = runtime.serving.models.models[0].onEpisodeDone((d) => outcomes.set(d.episodeId, d.outcome));
     const episode = await startEpisode({ idleTimeoutS: 0.2 });
-    await new Promise((resolve) => setTimeout(resolve, 600));
+    // Synchronised on the model's own event for this episode, not on a sleep longer than the timeout.
+    await expect.poll(() => outcomes.get(episode.episodeId), { timeout: 30_000 }).toBe('aborted');
     off();
     expect(getEpisode(runtime.db, episode.episodeId)!.state).toBe('aborted');
-    expect(done).toContain(`${episode.episodeId}:aborted`);
     expect((await swarmPost(`/episodes/${episode.episodeId}/end`, { reward: 1 })).status).toBe(409);
   });
 
