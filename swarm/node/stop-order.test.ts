@@ -7,22 +7,13 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import type { CreateEpisodeResponse } from '../common/swarm-api.ts';
 import type { TrainerEngine } from '../../worker/common/engine.ts';
 import { startWorkerEngine } from './models/start-engine.ts';
 import { PeerRuntime } from './runtime.ts';
+import { runEpisode } from './training/testing/peer-agent.ts';
 
 const dataDir = mkdtempSync(join(tmpdir(), 'agentjet-stop-order-'));
 afterAll(() => rmSync(dataDir, { recursive: true, force: true }));
-
-async function post<T>(url: string, token: string, body: unknown): Promise<{ status: number; body: T }> {
-  const res = await fetch(url, {
-    method: 'POST',
-    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
-    body: JSON.stringify(body),
-  });
-  return { status: res.status, body: (await res.json()) as T };
-}
 
 describe('stopping a peer', () => {
   it('lets a training step under way finish before its engine closes', async () => {
@@ -64,19 +55,8 @@ describe('stopping a peer', () => {
     });
     let stopped: Promise<void> | undefined;
     stopPeer = () => void (stopped ??= runtime.stop());
-    const swarm = `http://127.0.0.1:${runtime.port}/swarm/v1`;
-    for (const reward of [0, 1]) {
-      const begun = await post<CreateEpisodeResponse>(`${swarm}/episodes`, runtime.token, { model: 'tiny', taskId: 'task-1' });
-      expect(begun.status).toBe(201);
-      const answer = await post(`${begun.body.baseUrl}/chat/completions`, begun.body.apiKey, {
-        model: 'tiny',
-        messages: [{ role: 'user', content: 'Count to three.' }],
-        max_tokens: 4,
-      });
-      expect(answer.status).toBe(200);
-      const ended = await post(`${swarm}/episodes/${begun.body.episodeId}/end`, runtime.token, { reward });
-      expect(ended.status).toBe(200);
-    }
+    await runEpisode(runtime, 'task-1', 0);
+    await runEpisode(runtime, 'task-1', 1);
     // The second end completes the group: the step starts and, inside it, the stop.
     await expect.poll(() => order.includes('train-start'), { timeout: 60_000 }).toBe(true);
     await stopped;

@@ -7,21 +7,12 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import type { CreateEpisodeResponse } from '../../common/swarm-api.ts';
 import { PeerRuntime } from '../runtime.ts';
 import { getEpisode } from '../store/episodes.ts';
+import { chat, post, runEpisode, startEpisode } from '../training/testing/peer-agent.ts';
 
 const dataDir = mkdtempSync(join(tmpdir(), 'agentjet-bounded-drain-'));
 afterAll(() => rmSync(dataDir, { recursive: true, force: true }));
-
-async function post<T>(url: string, token: string, body: unknown): Promise<{ status: number; body: T }> {
-  const res = await fetch(url, {
-    method: 'POST',
-    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
-    body: JSON.stringify(body),
-  });
-  return { status: res.status, body: (await res.json()) as T };
-}
 
 describe('a drain with an idle episode in flight', () => {
   it('aborts the straggler after drainTimeoutS and trains', async () => {
@@ -33,30 +24,15 @@ describe('a drain with an idle episode in flight', () => {
       training: { config: { batchTasks: 1, groupSize: 2, checkpointEvery: 0 } },
     });
     try {
-      const swarm = `http://127.0.0.1:${runtime.port}/swarm/v1`;
-      const begin = async (taskId: string) => {
-        const begun = await post<CreateEpisodeResponse>(`${swarm}/episodes`, runtime.token, { model: 'tiny', taskId });
-        expect(begun.status).toBe(201);
-        return begun.body;
-      };
-      const chat = (episode: CreateEpisodeResponse) =>
-        post<{ error?: { code: string } }>(`${episode.baseUrl}/chat/completions`, episode.apiKey, {
-          model: 'tiny',
-          messages: [{ role: 'user', content: 'Count to three.' }],
-          max_tokens: 4,
-        });
-      const straggler = await begin('slow-task');
-      expect((await chat(straggler)).status).toBe(200);
-      for (const reward of [0, 1]) {
-        const episode = await begin('task-1');
-        expect((await chat(episode)).status).toBe(200);
-        expect((await post(`${swarm}/episodes/${episode.episodeId}/end`, runtime.token, { reward })).status).toBe(200);
-      }
+      const straggler = await startEpisode(runtime, 'slow-task');
+      await chat(straggler, [{ role: 'user', content: 'Count to three.' }]);
+      await runEpisode(runtime, 'task-1', 0);
+      await runEpisode(runtime, 'task-1', 1);
       const model = runtime.serving.models.find('tiny')!;
       await expect.poll(() => model.step, { timeout: 60_000 }).toBe(1);
       expect(getEpisode(runtime.db, straggler.episodeId)).toMatchObject({ state: 'aborted' });
       expect(getEpisode(runtime.db, straggler.episodeId)?.abortReason).toMatch(/^drain_timeout:/);
-      const late = await chat(straggler);
+      const late = await post(runtime, '/v1/chat/completions', { model: 'tiny', messages: [{ role: 'user', content: 'still there?' }] }, straggler.apiKey);
       expect(late.status).toBe(409);
     } finally {
       await runtime.stop();
@@ -72,13 +48,8 @@ describe('a drain with an idle episode in flight', () => {
       training: { autoStart: false },
     });
     try {
-      const begun = await post<CreateEpisodeResponse>(`http://127.0.0.1:${runtime.port}/swarm/v1/episodes`, runtime.token, {
-        model: 'tiny',
-        taskId: 't',
-        idleTimeoutS: 86_400,
-      });
-      expect(begun.status).toBe(201);
-      await expect.poll(() => getEpisode(runtime.db, begun.body.episodeId)?.state, { timeout: 30_000 }).toBe('aborted');
+      const begun = await startEpisode(runtime, 't', { idleTimeoutS: 86_400 });
+      await expect.poll(() => getEpisode(runtime.db, begun.episodeId)?.state, { timeout: 30_000 }).toBe('aborted');
       expect(runtime.serving.models.find('tiny')!.pool.active).toBe(0);
     } finally {
       await runtime.stop();

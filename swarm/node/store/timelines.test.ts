@@ -1,27 +1,20 @@
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import type { Database } from 'better-sqlite3';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import type { CallRecord } from '../../common/timeline/call.ts';
 import { mergeTimelines, type MergeCall, type MergeMode } from '../../common/timeline/merge.ts';
-import { openStore } from './db.ts';
 import { getTimelines } from './episode-reads.ts';
 import { endEpisode, insertEpisode } from './episodes.ts';
+import { callRecord, tempStore } from './testing/episodes.ts';
 import { getTrainingTimelines } from './timelines.ts';
 
-let dir: string;
+let store: ReturnType<typeof tempStore>;
 let db: Database;
 
 beforeEach(() => {
-  dir = mkdtempSync(join(tmpdir(), 'agentjet-training-timelines-'));
-  db = openStore(join(dir, 'store.sqlite'));
+  store = tempStore('training-timelines');
+  db = store.db;
 });
 
-afterEach(() => {
-  db.close();
-  rmSync(dir, { recursive: true, force: true });
-});
+afterEach(() => store.close());
 
 /** Two calls, the second extending the first: naive 5+2+7+2 = 16 tokens; merged one timeline of 9. */
 const CALLS: MergeCall[] = [
@@ -41,28 +34,9 @@ const CALLS: MergeCall[] = [
   },
 ];
 
-function record(call: MergeCall, index: number): CallRecord {
-  const time = '2026-01-01T00:00:00Z';
-  return {
-    callId: call.callId,
-    index,
-    agentKey: 'agent',
-    messages: [{ role: 'user', content: 'hello' }],
-    tools: null,
-    promptIds: [...call.promptIds],
-    generatedIds: [...call.generatedIds],
-    logprobs: [...call.generatedLogprobs],
-    assistantMessage: { role: 'assistant', content: 'hi' },
-    finishReason: 'stop',
-    policyVersion: 1,
-    timings: { startedAt: time, firstTokenAt: null, endedAt: time },
-    splice: { assistantTurns: 0, splicedTurns: 0, driftPreventedTurns: 0, turns: [] },
-  };
-}
-
 function storeEpisode(id: string, mode: MergeMode, success?: boolean): void {
   insertEpisode(db, { id, model: 'm', taskId: 't', kind: 'train', policyVersion: 1 });
-  endEpisode(db, id, { reward: 1, success, calls: CALLS.map(record), merge: mergeTimelines(CALLS, mode) });
+  endEpisode(db, id, { reward: 1, success, calls: CALLS.map(callRecord), merge: mergeTimelines(CALLS, mode) });
 }
 
 describe('getTrainingTimelines', () => {
