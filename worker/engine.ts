@@ -9,16 +9,17 @@
 import * as tf from '@tensorflow/tfjs';
 import { readsSyncOnActiveBackend, selectBackend } from './backend.ts';
 import { EngineClosedError } from './common/protocol.ts';
-import type { BackendName, DecoderConfig, GeneratedToken, GenerateRequest, GenerateResult, LoraConfig, ModelInfo, NamedTensors, TrainerEngine, TrainMetrics, TrainOptions, TrainSample } from './common/engine.ts';
+import type { BackendName, DecoderConfig, GeneratedToken, GenerateRequest, GenerateResult, LoraConfig, ModelInfo, NamedTensors, OptimizerState, TrainerEngine, TrainMetrics, TrainOptions, TrainSample } from './common/engine.ts';
 import { createLora, effectiveParams, loadPeftIntoLora, loraToPeft, loraVariables, mergedParams, type LoraState } from './lora.ts';
-import { checkWeights, countParameters, decodeHostWeights, decodeStep, type DecodeHostWeights, disposeDecodeHostWeights, extendStep, fromParams, fuseWeights, isLinearWeight, type ModelWeights, type Params, prefillBatch, toInternal, toParams, validateConfig } from './model.ts';
-import { AdamW } from './optimizer.ts';
+import { countParameters, decodeHostWeights, decodeStep, type DecodeHostWeights, disposeDecodeHostWeights, extendStep, fromParams, fuseWeights, isLinearWeight, type ModelWeights, type Params, prefillBatch, toInternal, toParams, validateConfig } from './model.ts';
+import { AdamW, OptimizerStateError } from './optimizer.ts';
 import type { HostKvCache } from './kv-cache.ts';
 import { ContinuousBatcher, type DecoderRuntime, type Prefilled } from './sampler.ts';
 import { PrefixStore } from './prefix-store.ts';
 import { decodeOnDevice, type DeviceDecodeWeights, deviceDecodeWeights, disposeDeviceDecodeWeights, prefillOnDevice, type TensorKvCache } from './tensor-decode.ts';
 import { DEFAULT_TRAIN_OPTIONS, sequenceLogprobs, trainStep } from './train.ts';
 import type { Tokenizer } from './tokenizer/types.ts';
+import { checkDecoderTensors } from './checkpoint/decoder-tensors.ts';
 import { MissingTensorError, TensorShapeError } from './checkpoint/errors.ts';
 import { peftConfigFromLora, type PeftAdapterConfig } from './checkpoint/peft-config.ts';
 
@@ -74,6 +75,8 @@ export class LocalEngine implements TrainerEngine {
   private params: Params;
   private lora: LoraState | null;
   private trainable: tf.Variable[];
+  /** The trainable variables' names, in their order (keys of the optimizer state). */
+  private trainableNames: string[];
   private optimizer: AdamW | null = null;
   private reference: Params | null = null;
   private inference: InferenceWeights | null = null;
@@ -88,7 +91,7 @@ export class LocalEngine implements TrainerEngine {
   ) {
     const cfg = init.config;
     validateConfig(cfg);
-    checkWeights(cfg, init.weights);
+    checkDecoderTensors(cfg, init.weights);
     this.lora = null;
     // Full fine-tuning trains every base weight; with LoRA the base is frozen (plain tensors) and only adapters train.
     this.params = toParams(init.weights, !init.lora);
@@ -96,8 +99,11 @@ export class LocalEngine implements TrainerEngine {
       this.lora = createLora(cfg, init.lora, this.params, init.seed ?? 0);
       if (init.adapter) loadPeftIntoLora(this.lora, init.adapter);
       this.trainable = loraVariables(this.lora);
+      // loraVariables' order: each target weight's A then B.
+      this.trainableNames = Object.keys(this.lora.a).flatMap((n) => [`${n}.lora_A`, `${n}.lora_B`]);
     } else {
       this.trainable = Object.values(this.params) as tf.Variable[];
+      this.trainableNames = Object.keys(this.params);
     }
     const paramCount = countParameters(cfg);
     this.info = {
@@ -286,6 +292,49 @@ export class LocalEngine implements TrainerEngine {
       }
       this.info.policyVersion = policyVersion;
       this.dropInferenceWeights();
+    });
+  }
+
+  async getOptimizerState(): Promise<OptimizerState> {
+    this.assertOpen();
+    // Inside exclusive: a step under way finishes first, so the state read is that of a whole number of steps.
+    return this.batcher.exclusive(async () => {
+      const state: OptimizerState = { step: 0, m: {}, v: {} };
+      if (!this.optimizer) return state;
+      const { step, m, v } = await this.optimizer.exportState();
+      state.step = step;
+      this.trainable.forEach((t, i) => {
+        const name = this.trainableNames[i];
+        state.m[name] = { shape: [...t.shape], data: m[i] };
+        state.v[name] = { shape: [...t.shape], data: v[i] };
+      });
+      return state;
+    });
+  }
+
+  async setOptimizerState(state: OptimizerState): Promise<void> {
+    this.assertOpen();
+    await this.batcher.exclusive(() => {
+      const names = Object.keys(state.m);
+      if (state.step === 0 && names.length === 0 && Object.keys(state.v).length === 0) {
+        // A fresh optimizer, as before the first step.
+        this.optimizer?.dispose();
+        this.optimizer = null;
+        return;
+      }
+      const moments = (which: NamedTensors) =>
+        this.trainable.map((t, i) => {
+          const name = this.trainableNames[i];
+          const moment = which[name];
+          if (!moment) throw new OptimizerStateError(`no optimizer moment for ${name}`);
+          if (moment.shape.length !== t.shape.length || moment.shape.some((d, k) => d !== t.shape[k])) throw new OptimizerStateError(`${name}: moment of shape [${moment.shape.join(', ')}] for a variable of shape [${t.shape.join(', ')}]`);
+          return moment.data;
+        });
+      if (names.length !== this.trainable.length) throw new OptimizerStateError(`optimizer state for ${names.length} variables, the engine trains ${this.trainable.length}`);
+      const m = moments(state.m);
+      const v = moments(state.v);
+      this.optimizer ??= new AdamW(this.trainable);
+      this.optimizer.importState({ step: state.step, m, v });
     });
   }
 

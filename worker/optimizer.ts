@@ -59,9 +59,39 @@ export class AdamW {
     });
   }
 
+  /** The moments (copies, in the variables' order) and the step count: everything the next step depends on. */
+  async exportState(): Promise<{ step: number; m: Float32Array[]; v: Float32Array[] }> {
+    const read = (ts: tf.Variable[]) => Promise.all(ts.map(async (t) => new Float32Array(await t.data())));
+    return { step: this.t, m: await read(this.m), v: await read(this.v) };
+  }
+
+  /** Restores what exportState gave; every moment must have its variable's size (checked before anything changes). */
+  importState(state: { step: number; m: readonly Float32Array[]; v: readonly Float32Array[] }): void {
+    if (!Number.isInteger(state.step) || state.step < 0) throw new OptimizerStateError(`step must be a non-negative integer, got ${state.step}`);
+    if (state.m.length !== this.params.length || state.v.length !== this.params.length) {
+      throw new OptimizerStateError(`expected moments for ${this.params.length} variables, got ${state.m.length} and ${state.v.length}`);
+    }
+    this.params.forEach((p, i) => {
+      if (state.m[i].length !== p.size || state.v[i].length !== p.size) throw new OptimizerStateError(`variable ${i}: moments of ${state.m[i].length}/${state.v[i].length} values for ${p.size}`);
+    });
+    // tidy frees the uploaded tensors once assigned (assign keeps its own reference to the data).
+    tf.tidy(() => {
+      this.params.forEach((p, i) => {
+        this.m[i].assign(tf.tensor(state.m[i], p.shape));
+        this.v[i].assign(tf.tensor(state.v[i], p.shape));
+      });
+    });
+    this.t = state.step;
+  }
+
   dispose(): void {
     for (const t of [...this.m, ...this.v]) t.dispose();
   }
+}
+
+/** Optimizer state that does not fit the variables it is given to (another model, another LoRA config). */
+export class OptimizerStateError extends Error {
+  override name = 'OptimizerStateError';
 }
 
 /** Σ‖g‖² over all gradients, left on the device. */

@@ -4,7 +4,7 @@
  */
 import { z } from 'zod';
 import type { TrainMetrics } from '../../worker/common/engine.ts';
-import type { RunnerEvent } from './runner-api.ts';
+import type { RunnerEvent, RunnerIsolation } from './runner-api.ts';
 import type { ModelStatus } from './swarm-api.ts';
 
 /** A hosted model's state (the swarm protocol's status carries it too, so it is defined there). */
@@ -100,6 +100,8 @@ export interface StatusPayload {
   models: ModelStatus[];
   store: { path: string; schemaVersion: number; episodes: number };
   p2p: { enabled: boolean; peerId: string | null; peers: number; swarm: string | null };
+  /** How attached scripts are isolated on this peer (absent where the peer runs no client runner). */
+  isolation?: RunnerIsolation;
 }
 
 /** Messages pushed over the control API's WebSocket (`/api/events`). */
@@ -132,6 +134,11 @@ export interface TrainStepSummary {
   successRate?: number | null;
   /** Tokens the batch would hold with one sample per LLM call (naive), against `metrics.tokens` merged. */
   naiveTokens?: number;
+  /**
+   * When a restart went back to an earlier checkpoint and this step's update was lost (its episodes were queued
+   * again); null while it stands. Absent on answers from peers before it was recorded.
+   */
+  revertedAt?: string | null;
   metrics: Omit<TrainMetrics, 'policyVersion'>;
   /** The checkpoint folder written after this step, if any. */
   checkpoint: string | null;

@@ -26,6 +26,7 @@ import type { ClientRunner } from './runner/runner.ts';
 import { startClientRunner } from './runner/service.ts';
 import { NotListeningError, ServiceSet, type PeerContext, type PeerUrls } from './services.ts';
 import { openStore, schemaVersion } from './store/db.ts';
+import { abortOrphanedEpisodes } from './store/episode-recovery.ts';
 import { countEpisodes, recordRunStart, recordRunStop } from './store/peer-runs.ts';
 import { resolveTrainingConfig, type TrainingConfig } from './training/config.ts';
 import { startTrainingService, type TrainingService } from './training/service.ts';
@@ -123,6 +124,9 @@ export class PeerRuntime {
     const log = createLogger({ dir: paths.logs, consoleLevel: options.consoleLogLevel ?? 'info' });
     const identity = loadOrCreateIdentity(paths.identity);
     const db = openStore(paths.store);
+    // Episodes left active by a peer that died cannot finish (their agents and keys are gone): never trained on.
+    const orphans = abortOrphanedEpisodes(db);
+    if (orphans.length > 0) log.warn('aborted episodes left active by the previous run', { episodes: orphans.length });
     const resolved = {
       dataDir: paths.dataDir,
       host: options.host ?? DEFAULT_HOST,

@@ -169,6 +169,19 @@ export interface NamedTensor {
 }
 export type NamedTensors = Record<string, NamedTensor>;
 
+/**
+ * The optimizer's state (AdamW): its step count, which is also the learning-rate schedule's position, and the first
+ * and second moments of every trainable variable, keyed by the variable's name (full fine-tuning: the HF parameter
+ * name; LoRA: `<base weight>.lora_A` / `.lora_B`) and held in the engine's internal layout (Linear weights as
+ * [in, out]): it is only ever given back to an engine of the same model and LoRA config. Before the first step the
+ * step count is 0 and there are no moments.
+ */
+export interface OptimizerState {
+  step: number;
+  m: NamedTensors;
+  v: NamedTensors;
+}
+
 export interface TrainerEngine {
   readonly info: ModelInfo;
   generate(req: GenerateRequest, onToken?: (token: GeneratedToken) => void, signal?: AbortSignal): Promise<GenerateResult>;
@@ -180,6 +193,10 @@ export interface TrainerEngine {
   snapshotReference(): Promise<void>;
   getWeights(): Promise<NamedTensors>;
   setWeights(weights: NamedTensors, policyVersion: number): Promise<void>;
+  /** The optimizer's state, so that a resumed run's next step is the step the stopped run would have taken. */
+  getOptimizerState(): Promise<OptimizerState>;
+  /** Restores getOptimizerState's answer (step 0 and no moments: a fresh optimizer); OptimizerStateError if it does not fit. */
+  setOptimizerState(state: OptimizerState): Promise<void>;
   /** Save config.json + model.safetensors (or a PEFT adapter when LoRA is on) into `dir`. */
   save(dir: string): Promise<{ files: string[] }>;
   close(): Promise<void>;

@@ -10,6 +10,7 @@ import type {
   LoraConfig,
   ModelSource,
   NamedTensors,
+  OptimizerState,
   TrainOptions,
   TrainSample,
 } from './engine.ts';
@@ -35,6 +36,8 @@ export type EngineRequest =
   | { id: number; type: 'snapshotReference' }
   | { id: number; type: 'getWeights' }
   | { id: number; type: 'setWeights'; weights: NamedTensors; policyVersion: number }
+  | { id: number; type: 'getOptimizerState' }
+  | { id: number; type: 'setOptimizerState'; state: OptimizerState }
   | { id: number; type: 'save'; dir: string }
   | { id: number; type: 'close' }
   /** Test hook: the thread dies with an uncaught exception, as a real crash would. */

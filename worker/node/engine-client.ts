@@ -7,7 +7,7 @@
  * EngineCrashedError, so a caller never hangs.
  */
 import { Worker } from 'node:worker_threads';
-import type { GeneratedToken, GenerateRequest, GenerateResult, ModelInfo, NamedTensors, TrainerEngine, TrainMetrics, TrainOptions, TrainSample } from '../common/engine.ts';
+import type { GeneratedToken, GenerateRequest, GenerateResult, ModelInfo, NamedTensors, OptimizerState, TrainerEngine, TrainMetrics, TrainOptions, TrainSample } from '../common/engine.ts';
 import { EngineClosedError, EngineCrashedError, type EngineOptions, type EngineRequest, type EngineResponse, rebuildError } from '../common/protocol.ts';
 
 // The in-process variant, `createEngine`, lives in ./load-model.ts: importing it loads tfjs, which this module keeps
@@ -116,6 +116,15 @@ class EngineThreadClient implements ThreadEngine {
   async setWeights(weights: NamedTensors, policyVersion: number): Promise<void> {
     await this.call<void>({ type: 'setWeights', weights, policyVersion }).result;
     this.info.policyVersion = policyVersion;
+  }
+
+  async getOptimizerState(): Promise<OptimizerState> {
+    return this.call<OptimizerState>({ type: 'getOptimizerState' }).result;
+  }
+
+  /** The moments are copied to the thread (the caller's arrays stay usable). */
+  async setOptimizerState(state: OptimizerState): Promise<void> {
+    await this.call<void>({ type: 'setOptimizerState', state }).result;
   }
 
   save(dir: string): Promise<{ files: string[] }> {

@@ -60,6 +60,13 @@ async function handle(msg: EngineRequest): Promise<void> {
     case 'setWeights':
       await ready().setWeights(msg.weights, msg.policyVersion);
       return send({ id: msg.id, type: 'result', value: null });
+    case 'getOptimizerState': {
+      const state = await ready().getOptimizerState();
+      return send({ id: msg.id, type: 'result', value: state }, [...tensorBuffers(state.m), ...tensorBuffers(state.v)]);
+    }
+    case 'setOptimizerState':
+      await ready().setOptimizerState(msg.state);
+      return send({ id: msg.id, type: 'result', value: null });
     case 'save':
       return send({ id: msg.id, type: 'result', value: await ready().save(msg.dir) });
     case 'close':

@@ -1,10 +1,7 @@
 /**
  * The client runner's runs in the store (`client_runs`): one row per finished run of an attached script, with
- * its outcome, the script hash that ran, and the captured output.
- *
- * An aborted run's code has no column of its own yet (that takes a migration); until then it is stored at the
- * start of `reason` as `[code] ` and split off again here, so callers only ever see `{ code, reason }`. Rows
- * written before codes existed read back with `code: null`.
+ * its outcome (an aborted one's reason as a code, migration 8, and as prose), the script hash that ran, and the
+ * captured output. Rows written before codes existed read back with `code: null`.
  */
 import type { Database, Statement } from 'better-sqlite3';
 import { runAbortCodeSchema, type ClientRunRecord, type RunAbortCode } from '../../common/runner-api.ts';
@@ -21,6 +18,7 @@ interface RunRow {
   kind: 'train' | 'eval';
   status: 'ended' | 'aborted';
   reason: string | null;
+  code: string | null;
   reward: number | null;
   exit_code: number | null;
   process_ms: number | null;
@@ -30,17 +28,10 @@ interface RunRow {
   ended_at: string;
 }
 
-const CODED_REASON = /^\[([a-z_]+)\] ([\s\S]*)$/;
-
-function encodeReason(code: RunAbortCode | null | undefined, reason: string | null): string | null {
-  if (!code) return reason;
-  return `[${code}] ${reason ?? ''}`;
-}
-
-function decodeReason(stored: string | null): { code: RunAbortCode | null; reason: string | null } {
-  const match = stored === null ? null : CODED_REASON.exec(stored);
-  const code = match ? runAbortCodeSchema.safeParse(match[1]) : undefined;
-  return code?.success ? { code: code.data, reason: match![2] } : { code: null, reason: stored };
+/** A code the schema knows, or null (rows from before codes, or from a newer peer's vocabulary). */
+function knownCode(stored: string | null): RunAbortCode | null {
+  const code = runAbortCodeSchema.safeParse(stored);
+  return code.success ? code.data : null;
 }
 
 function fromRow(row: RunRow): StoredClientRun {
@@ -51,7 +42,8 @@ function fromRow(row: RunRow): StoredClientRun {
     taskId: row.task_id,
     kind: row.kind,
     status: row.status,
-    ...decodeReason(row.reason),
+    reason: row.reason,
+    code: knownCode(row.code),
     reward: row.reward,
     exitCode: row.exit_code,
     processMs: row.process_ms,
@@ -71,8 +63,8 @@ export class ClientRunsRepository {
 
   constructor(private readonly db: Database) {
     this.insertStmt = db.prepare(
-      `INSERT INTO client_runs (client, script_hash, episode_ids, task_id, kind, status, reason, reward, exit_code, process_ms, stdout, stderr, started_at, ended_at)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+      `INSERT INTO client_runs (client, script_hash, episode_ids, task_id, kind, status, reason, code, reward, exit_code, process_ms, stdout, stderr, started_at, ended_at)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
     );
     this.latestStmt = db.prepare('SELECT * FROM client_runs ORDER BY id DESC LIMIT ?');
     this.latestOfClientStmt = db.prepare('SELECT * FROM client_runs WHERE client = ? ORDER BY id DESC LIMIT ?');
@@ -92,7 +84,8 @@ export class ClientRunsRepository {
       run.taskId,
       run.kind,
       run.status,
-      encodeReason(run.code, run.reason),
+      run.reason,
+      run.code ?? null,
       run.reward,
       run.exitCode,
       run.processMs,

@@ -192,4 +192,39 @@ export const migrations: Migration[] = [
       `);
     },
   },
+  {
+    version: 7,
+    name: 'which episodes each train step used, reverted steps, restored policy versions',
+    up: (db) => {
+      // train_step_episodes: the episodes a step trained on, written in the step's own transaction (train-steps.ts),
+      // so "trained" always names its step. reverted_at: the step's update was lost (a restart went back to an older
+      // checkpoint); its episodes were queued again. policy_restores: the fresh version given to weights restored
+      // from a checkpoint, so that a version number is never handed out twice for different weights.
+      db.exec(`
+        ALTER TABLE train_steps ADD COLUMN reverted_at TEXT;
+        CREATE TABLE train_step_episodes (
+          model TEXT NOT NULL,
+          step INTEGER NOT NULL,
+          episode_id TEXT NOT NULL REFERENCES episodes (id) ON DELETE CASCADE,
+          PRIMARY KEY (model, step, episode_id)
+        );
+        CREATE INDEX train_step_episodes_by_episode ON train_step_episodes (episode_id);
+        CREATE TABLE policy_restores (
+          model TEXT NOT NULL,
+          policy_version INTEGER NOT NULL,
+          checkpoint_step INTEGER NOT NULL,
+          after_step INTEGER NOT NULL,
+          created_at TEXT NOT NULL,
+          PRIMARY KEY (model, policy_version)
+        );
+      `);
+    },
+  },
+  {
+    version: 8,
+    name: "an aborted client run's reason as a code",
+    up: (db) => {
+      db.exec('ALTER TABLE client_runs ADD COLUMN code TEXT');
+    },
+  },
 ];

@@ -1,5 +1,13 @@
-/** Training steps of each hosted model: one row per optimizer step, with the policy version it produced. */
+/**
+ * Training steps of each hosted model: one row per optimizer step, with the policy version it produced and the
+ * episodes it trained on (train_step_episodes, migration 7). A step's row, its episodes and their `trained` state
+ * are written in one transaction (recordTrainStep), so after any crash an episode is `trained` exactly when a step
+ * names it. A step whose update was lost in a restart (the weights went back to an older checkpoint) is kept,
+ * marked reverted, and its episodes are queued again (revertTrainSteps); the weights restored then get a fresh
+ * policy version (policy_restores), so no version number ever names two different sets of weights.
+ */
 import type { Database } from 'better-sqlite3';
+import { statement } from './statements.ts';
 
 export interface TrainStep {
   model: string;
@@ -9,6 +17,8 @@ export interface TrainStep {
   metrics: Record<string, unknown>;
   /** ISO time. */
   createdAt: string;
+  /** ISO time the step's update was lost (weights restored from an older checkpoint); null while it stands. */
+  revertedAt?: string | null;
 }
 
 export class TrainStepExistsError extends Error {
@@ -37,6 +47,7 @@ interface TrainStepRow {
   policy_version: number;
   metrics: string;
   created_at: string;
+  reverted_at: string | null;
 }
 
 function trainStepFromRow(row: TrainStepRow): TrainStep {
@@ -46,6 +57,7 @@ function trainStepFromRow(row: TrainStepRow): TrainStep {
     policyVersion: row.policy_version,
     metrics: JSON.parse(row.metrics) as Record<string, unknown>,
     createdAt: row.created_at,
+    revertedAt: row.reverted_at,
   };
 }
 
@@ -67,4 +79,105 @@ export function latestTrainStep(db: Database, model: string): TrainStep | undefi
     .prepare('SELECT * FROM train_steps WHERE model = ? ORDER BY step DESC LIMIT 1')
     .get(model) as TrainStepRow | undefined;
   return row && trainStepFromRow(row);
+}
+
+/**
+ * Records a step, the episodes it trained on and their `trained` state in one transaction: all of it or none.
+ * Throws TrainStepExistsError (and writes nothing) when the step number is taken.
+ */
+export function recordTrainStep(db: Database, step: TrainStep, episodeIds: readonly string[]): void {
+  db.transaction(() => {
+    insertTrainStep(db, step);
+    const member = statement(db, 'INSERT INTO train_step_episodes (model, step, episode_id) VALUES (?, ?, ?)');
+    const trained = statement(db, "UPDATE episodes SET state = 'trained', abort_reason = NULL WHERE id = ?");
+    for (const id of episodeIds) {
+      member.run(step.model, step.step, id);
+      trained.run(id);
+    }
+  })();
+}
+
+/** The episodes step `step` of `model` trained on, in the order they were recorded. */
+export function trainStepEpisodes(db: Database, model: string, step: number): string[] {
+  const rows = statement(db, 'SELECT episode_id FROM train_step_episodes WHERE model = ? AND step = ? ORDER BY rowid').all(model, step) as { episode_id: string }[];
+  return rows.map((r) => r.episode_id);
+}
+
+/** The standing (not reverted) steps that trained on `episodeId`: one after a completed step, none before. */
+export function stepsOfEpisode(db: Database, episodeId: string): { model: string; step: number }[] {
+  return statement(
+    db,
+    `SELECT e.model, e.step FROM train_step_episodes e JOIN train_steps s ON s.model = e.model AND s.step = e.step
+     WHERE e.episode_id = ? AND s.reverted_at IS NULL ORDER BY e.step`,
+  ).all(episodeId) as { model: string; step: number }[];
+}
+
+export interface PolicyRestore {
+  model: string;
+  /** The fresh version the restored weights were given. */
+  policyVersion: number;
+  /** The checkpoint the weights came from (0: the weights training started from). */
+  checkpointStep: number;
+  /** The last recorded step at the time. */
+  afterStep: number;
+  createdAt: string;
+}
+
+/**
+ * The highest policy version `model` ever handed out: a step's, a restore's, or one its episodes and calls were
+ * sampled under (a version the engine served although its step failed to be recorded); 0 before any. Read once
+ * per start, so the scan over the model's calls is affordable.
+ */
+export function maxPolicyVersion(db: Database, model: string): number {
+  const row = statement(
+    db,
+    `SELECT MAX(v) AS v FROM (
+       SELECT MAX(policy_version) AS v FROM train_steps WHERE model = ?
+       UNION ALL SELECT MAX(policy_version) FROM policy_restores WHERE model = ?
+       UNION ALL SELECT MAX(policy_version) FROM episodes WHERE model = ?
+       UNION ALL SELECT MAX(c.policy_version) FROM calls c JOIN episodes e ON e.id = c.episode_id WHERE e.model = ?)`,
+  ).get(model, model, model, model) as { v: number | null };
+  return row.v ?? 0;
+}
+
+/** The model's latest restore, or undefined when its weights were never restored from an older checkpoint. */
+export function latestPolicyRestore(db: Database, model: string): PolicyRestore | undefined {
+  const row = statement(db, 'SELECT * FROM policy_restores WHERE model = ? ORDER BY policy_version DESC LIMIT 1').get(model) as
+    | { model: string; policy_version: number; checkpoint_step: number; after_step: number; created_at: string }
+    | undefined;
+  return row && { model: row.model, policyVersion: row.policy_version, checkpointStep: row.checkpoint_step, afterStep: row.after_step, createdAt: row.created_at };
+}
+
+/** The model's latest step that still stands (not reverted), or undefined. */
+export function latestStandingTrainStep(db: Database, model: string): TrainStep | undefined {
+  const row = statement(db, 'SELECT * FROM train_steps WHERE model = ? AND reverted_at IS NULL ORDER BY step DESC LIMIT 1').get(model) as TrainStepRow | undefined;
+  return row && trainStepFromRow(row);
+}
+
+/**
+ * The weights went back to checkpoint `restore.checkpointStep`: every standing step after it is marked reverted,
+ * the episodes those steps trained on are queued again (state `ended`, as they were when they ended), and the fresh
+ * version of the restored weights is recorded. One transaction. Returns the reverted steps and re-queued episodes.
+ */
+export function revertTrainSteps(db: Database, restore: PolicyRestore): { steps: number[]; episodeIds: string[] } {
+  return db.transaction(() => {
+    const { model, checkpointStep, createdAt } = restore;
+    const steps = (
+      statement(db, 'SELECT step FROM train_steps WHERE model = ? AND step > ? AND reverted_at IS NULL ORDER BY step').all(model, checkpointStep) as { step: number }[]
+    ).map((r) => r.step);
+    const episodeIds: string[] = [];
+    const requeue = statement(db, "UPDATE episodes SET state = 'ended', abort_reason = NULL WHERE id = ? AND state = 'trained'");
+    for (const step of steps) {
+      for (const id of trainStepEpisodes(db, model, step)) if (requeue.run(id).changes > 0) episodeIds.push(id);
+    }
+    statement(db, 'UPDATE train_steps SET reverted_at = ? WHERE model = ? AND step > ? AND reverted_at IS NULL').run(createdAt, model, checkpointStep);
+    statement(db, 'INSERT INTO policy_restores (model, policy_version, checkpoint_step, after_step, created_at) VALUES (?, ?, ?, ?, ?)').run(
+      model,
+      restore.policyVersion,
+      checkpointStep,
+      restore.afterStep,
+      createdAt,
+    );
+    return { steps, episodeIds };
+  })();
 }

@@ -8,15 +8,27 @@
  *             the sampler uses the new weights at once (same engine); checkpoint every N steps
  *   rolling   again (or idle when nothing is in flight)
  *
- * Resume: on start the latest checkpoint's weights are loaded into the engine (unless the engine was started from
- * that very folder), and the step counter and policy version continue from the store and the checkpoint.
+ * Crash consistency (any crash, any moment): every acknowledged train episode is, after a restart, either trained
+ * in exactly one standing step (the step's record names it) or marked with a reason. A step is committed in this
+ * order: engine.trainStep → checkpoint (when due) → one store transaction (the step, its episodes, their `trained`
+ * state) → the new policy version is published. So nothing is published that the store does not hold, and a crash
+ * before the transaction leaves the episodes ended and unmarked: the queue is rebuilt from them on start (the
+ * batcher lives in memory). Rows still `active` from the dead process are aborted (`peer_restarted`) when the loop
+ * is built, at peer start.
+ *
+ * Resume is continuation: a checkpoint holds the weights, AdamW's moments and step count (the learning-rate
+ * schedule's position), step and policy version, and says where the KL reference comes from (the weights training
+ * started from: taken from the engine before the checkpoint's weights are loaded). When steps were recorded after
+ * the latest checkpoint (a crash between checkpoints), their updates are lost with the process: those steps are
+ * marked reverted, their episodes queued again, and the checkpoint's weights get a fresh policy version, never
+ * one already used. Step numbers and policy versions never go backwards.
  */
 import type { TrainStepSummary, ServerEvent } from '../../common/api.ts';
 import type { Logger } from '../log.ts';
 import type { EpisodeDone, HostedModel } from '../models/model-host.ts';
 import { buildTrainBatch, type EpisodeForTraining } from './advantages.ts';
 import { Batcher, type BatchGroup, type EpisodeMark } from './batcher.ts';
-import { latestCheckpoint, readCheckpointWeights, saveCheckpoint } from './checkpoints.ts';
+import { latestCheckpoint, listCheckpoints, readCheckpointOptimizer, readCheckpointWeights, removeCheckpoint, saveCheckpoint } from './checkpoints.ts';
 import type { TrainingConfig } from './config.ts';
 import { EpisodeSamplesError, TrainingStateError } from './errors.ts';
 import type { TrainingStore } from './store-port.ts';
@@ -49,16 +61,32 @@ export interface TrainingLoopState {
   queuedEpisodes: number;
   completeGroups: number;
   lastError: string | null;
+  /**
+   * Why the last checkpoint could not be written (the error's name, its system code such as ENOTDIR or EACCES when
+   * it has one, and the step), null once one is written again. The steps since the last checkpoint are recorded
+   * and served but not resumable: a crash would revert them (see resume). Training goes on, and every next step
+   * tries the checkpoint again.
+   */
+  lastCheckpointError: CheckpointFailure | null;
   config: TrainingConfig;
+}
+
+export interface CheckpointFailure {
+  step: number;
+  name: string;
+  code: string | null;
+  message: string;
 }
 
 export class TrainingLoop {
   status: TrainingStatus = 'stopped';
   lastError: string | null = null;
+  lastCheckpointError: CheckpointFailure | null = null;
   private readonly batcher: Batcher<EpisodeDone>;
   private unsubscribe: (() => void) | null = null;
   private resumed = false;
-  private referenceTaken = false;
+  /** The last recorded step when it has no checkpoint (stop() writes it). */
+  private uncheckpointed: TrainStepSummary | null = null;
   private stepping: Promise<void> | null = null;
   /** Aborted by stop(): a step still draining gives up (its batch stays queued) instead of holding the stop. */
   private stopSignal = new AbortController();
@@ -78,16 +106,24 @@ export class TrainingLoop {
       throw new TrainingStateError(`model "${this.model.name}" already did its ${this.options.config.maxSteps} steps (maxSteps)`);
     }
     if (!this.resumed) await this.resume();
-    if (this.options.config.train.klCoef > 0 && !this.referenceTaken) {
-      // The KL term pulls towards the weights training started from.
-      await this.model.engine.snapshotReference();
-      this.referenceTaken = true;
-    }
     this.unsubscribe ??= this.model.onEpisodeDone((done) => this.onEpisodeDone(done));
     if (this.stopSignal.signal.aborted) this.stopSignal = new AbortController();
     this.status = 'running';
     this.lastError = null;
+    this.requeueFromStore();
     this.maybeStep();
+  }
+
+  /**
+   * Offers the batcher every ended train episode the store holds untrained and unmarked: the queue of a run that
+   * stopped or died, episodes that ended while the loop was stopped, and those of reverted steps. The batcher
+   * ignores the ones it already has.
+   */
+  private requeueFromStore(): void {
+    const { model, store } = this.options;
+    for (const pending of store.pendingEpisodes(model.name)) {
+      this.batcher.add({ ...pending, model: model.name, kind: 'train', outcome: 'ended' }, model.policyVersion);
+    }
   }
 
   /** Keeps collecting finished episodes, starts no new step (a step under way completes). */
@@ -95,13 +131,19 @@ export class TrainingLoop {
     if (this.status === 'running' || this.status === 'failed') this.status = 'paused';
   }
 
-  /** Stops collecting episodes; resolves once a step under way has completed. */
+  /**
+   * Stops collecting episodes; resolves once a step under way has completed and, when the last step has no
+   * checkpoint yet, one is written: a clean stop never costs the steps since the last periodic checkpoint (a
+   * restart would have to revert them). Not with checkpointEvery 0, which asks for no checkpoints at all.
+   */
   async stop(): Promise<void> {
     if (this.status !== 'finished') this.status = 'stopped';
     this.unsubscribe?.();
     this.unsubscribe = null;
     this.stopSignal.abort();
     await this.whenSettled();
+    const unsaved = this.uncheckpointed;
+    if (unsaved && this.options.config.checkpointEvery > 0 && (await this.maybeCheckpoint(unsaved, true))) this.uncheckpointed = null;
   }
 
   /** Resolves when no step is running (the next may start right after). */
@@ -120,34 +162,65 @@ export class TrainingLoop {
       queuedEpisodes: counts.queuedEpisodes,
       completeGroups: counts.completeGroups,
       lastError: this.lastError,
+      lastCheckpointError: this.lastCheckpointError,
       config: this.options.config,
     };
   }
 
   /**
-   * Continues the counters where the last run left them. Step and policy version never go backwards: when the
-   * store recorded steps after the latest checkpoint (a crash between checkpoints), the weights are the
-   * checkpoint's but the counters continue after the last recorded step, so no version number is reused.
+   * Continues the run where the last one left it (see the module comment): the store's history and the latest
+   * checkpoint decide the weights, the optimizer state, the step counter and the policy version.
    */
   private async resume(): Promise<void> {
-    const { model, store, log } = this.options;
-    const stored = store.lastStep(model.name);
-    const checkpoint = latestCheckpoint(this.options.checkpointDir);
-    const step = Math.max(stored?.step ?? 0, checkpoint?.meta.step ?? 0, model.step);
-    const policyVersion = Math.max(stored?.policyVersion ?? 0, checkpoint?.meta.policyVersion ?? 0, model.policyVersion);
-    if (checkpoint && stored && checkpoint.meta.step < stored.step) {
-      log.warn('latest checkpoint is older than the last recorded step; continuing from its weights', {
-        model: model.name,
-        checkpointStep: checkpoint.meta.step,
-        lastStep: stored.step,
-      });
+    const { model, store, log, config, checkpointDir } = this.options;
+    const history = store.history(model.name);
+    // One step can be caught between its checkpoint and its record: that checkpoint's update is not part of the run
+    // (its episodes are still unmarked and will train again), so it must not be resumed from.
+    for (const ahead of listCheckpoints(checkpointDir).filter((c) => c.meta.step === history.lastStep + 1)) {
+      log.warn('removing the checkpoint of a step that was never recorded', { model: model.name, step: ahead.meta.step });
+      removeCheckpoint(ahead.dir);
     }
+    const checkpoint = latestCheckpoint(checkpointDir);
+    const checkpointStep = checkpoint?.meta.step ?? 0;
+    const step = Math.max(history.lastStep, checkpointStep, model.step);
+    let policyVersion: number;
+    if (history.standing && history.standing.step > checkpointStep) {
+      // Steps recorded after the checkpoint lost their updates with the process. Their episodes go back to the
+      // queue; the checkpoint's weights get a version never handed out, since the old numbers named other weights.
+      policyVersion = Math.max(history.maxPolicyVersion, checkpoint?.meta.policyVersion ?? 0, model.policyVersion) + 1;
+      const reverted = store.revertSteps(model.name, { policyVersion, checkpointStep, afterStep: step });
+      log.warn('the steps after the latest checkpoint were lost; their episodes are queued again', {
+        model: model.name,
+        checkpointStep,
+        lastStep: step,
+        revertedSteps: reverted.steps,
+        requeuedEpisodes: reverted.episodeIds.length,
+        policyVersion,
+      });
+    } else if (history.restore && history.restore.checkpointStep === checkpointStep && history.restore.policyVersion > (history.standing?.policyVersion ?? 0)) {
+      // Restored by an earlier restart, and nothing trained since: the same weights, the same version.
+      policyVersion = history.restore.policyVersion;
+    } else {
+      policyVersion = checkpoint ? checkpoint.meta.policyVersion : model.policyVersion;
+    }
+
     const loadedFromCheckpoint = checkpoint !== null && model.source.kind === 'hf' && model.source.path === checkpoint.dir;
+    if (config.train.klCoef > 0) {
+      // The KL term pulls towards the weights training started from: the configured source's, which the engine holds
+      // until the checkpoint's are loaded. An engine started from the checkpoint itself no longer has them.
+      if (loadedFromCheckpoint && checkpointStep > 0) log.warn('the engine was started from a checkpoint: the KL reference is that checkpoint, not the weights training started from', { model: model.name, checkpoint: checkpoint.dir });
+      await model.engine.snapshotReference();
+    }
     if (checkpoint && !loadedFromCheckpoint) {
       await model.engine.setWeights(await readCheckpointWeights(checkpoint.dir), policyVersion);
     } else if (policyVersion !== model.policyVersion) {
       // Stamp the restored weights with the continued version, so new calls carry it.
       await model.engine.setWeights(await model.engine.getWeights(), policyVersion);
+    }
+    if (checkpoint) {
+      const optimizer = await readCheckpointOptimizer(checkpoint.dir);
+      if (optimizer) await model.engine.setOptimizerState(optimizer);
+      else log.warn('the checkpoint holds no optimizer state (written before checkpoints did): AdamW starts from zero moments', { model: model.name, checkpoint: checkpoint.dir });
     }
     model.setPolicy(policyVersion, step);
     this.resumed = true;
@@ -176,6 +249,10 @@ export class TrainingLoop {
   private async runStep(): Promise<void> {
     const { model, config, log } = this.options;
     let batch: BatchGroup<EpisodeDone>[] | null = null;
+    const step = model.step + 1;
+    /** Set once the engine holds the update, and once the store holds the step. */
+    let trainedVersion: number | null = null;
+    let recorded = false;
     try {
       if (!(await this.drainUnlessStopped())) return;
       model.setState('updating');
@@ -186,8 +263,7 @@ export class TrainingLoop {
       const trainBatch = buildTrainBatch(groups, config.advantageEpsilon);
       // Divided by the episode count, not the sample count: merged and naive packings give the same update.
       const metrics = await model.engine.trainStep(trainBatch.samples, { ...config.train, lossDivisor: trainBatch.advantages.length });
-      const step = model.step + 1;
-      model.setPolicy(metrics.policyVersion, step);
+      trainedVersion = metrics.policyVersion;
       const { policyVersion: _version, ...stepMetrics } = metrics;
       const rewards = trainBatch.advantages.map((a) => a.reward);
       const rewardMean = mean(rewards);
@@ -206,19 +282,31 @@ export class TrainingLoop {
         metrics: stepMetrics,
         checkpoint: null,
       };
-      if (this.maxStepsReached()) this.status = 'finished';
-      summary.checkpoint = await this.maybeCheckpoint(summary);
-      this.options.store.insertStep(summary);
-      this.record(trainBatch.advantages.map((a) => ({ episodeId: a.episodeId, groupId: a.groupId, disposition: 'trained', detail: `advantage ${a.advantage.toFixed(4)}`, step })));
+      const last = config.maxSteps > 0 && step >= config.maxSteps;
+      // Commit order (module comment): checkpoint, then the step's record, then the new version goes out.
+      summary.checkpoint = await this.maybeCheckpoint(summary, last);
+      this.options.store.recordStep(
+        summary,
+        trainBatch.advantages.map((a) => a.episodeId),
+      );
+      recorded = true;
+      model.setPolicy(metrics.policyVersion, step);
+      this.uncheckpointed = summary.checkpoint === null ? summary : null;
+      if (last) this.status = 'finished';
       this.options.publish({ type: 'train-step', data: summary });
       log.info('train step', { model: model.name, step, policyVersion: summary.policyVersion, loss: metrics.loss, tokens: metrics.tokens, timeMs: metrics.timeMs });
     } catch (err) {
       const error = err as Error;
       this.status = 'failed';
       this.lastError = `${error.name}: ${error.message}`;
-      log.error('train step failed', { model: model.name, error: this.lastError });
+      log.error('train step failed', { model: model.name, step, error: this.lastError });
+      // Recorded: the step stands (only what came after failed), its episodes are trained.
+      if (recorded) return;
+      // The engine holds an update the store does not: served under the engine's own version, never the old
+      // number (a restart goes back to the last checkpoint, and the store's calls keep that version from reuse).
+      if (trainedVersion !== null) model.setPolicy(trainedVersion, model.step);
       for (const group of batch ?? []) {
-        this.record(group.episodes.map((e) => ({ episodeId: e.episodeId, groupId: group.groupId, disposition: 'dropped-step-failed', detail: this.lastError ?? '', step: model.step + 1 })));
+        this.record(group.episodes.map((e) => ({ episodeId: e.episodeId, groupId: group.groupId, disposition: 'dropped-step-failed', detail: `step ${step}: ${this.lastError ?? ''}`, step })));
       }
     } finally {
       model.resume();
@@ -258,9 +346,14 @@ export class TrainingLoop {
     }));
   }
 
-  private async maybeCheckpoint(summary: TrainStepSummary): Promise<string | null> {
-    const { checkpointEvery } = this.options.config;
-    const due = (checkpointEvery > 0 && summary.step % checkpointEvery === 0) || this.status === 'finished';
+  /**
+   * Writes the checkpoint when one is due: every `checkpointEvery` steps, at the last step, and after a failed one
+   * (each next step tries again). A failed write is not fatal: the step is recorded and served, `lastCheckpointError`
+   * says why it is not resumable, and a crash before the next checkpoint reverts it (resume).
+   */
+  private async maybeCheckpoint(summary: TrainStepSummary, last: boolean): Promise<string | null> {
+    const { checkpointEvery, train } = this.options.config;
+    const due = (checkpointEvery > 0 && summary.step % checkpointEvery === 0) || last || this.lastCheckpointError !== null;
     if (!due) return null;
     try {
       const saved = await saveCheckpoint(this.model.engine, this.options.checkpointDir, {
@@ -269,11 +362,14 @@ export class TrainingLoop {
         policyVersion: summary.policyVersion,
         time: summary.time,
         metrics: summary.metrics,
+        reference: train.klCoef > 0 ? 'initial-weights' : null,
       });
+      this.lastCheckpointError = null;
       return saved.dir;
     } catch (err) {
-      // The step itself succeeded; a failed save only costs resumability, and the next checkpoint retries.
-      this.options.log.error('checkpoint failed', { model: summary.model, step: summary.step, error: String(err) });
+      const error = err as NodeJS.ErrnoException;
+      this.lastCheckpointError = { step: summary.step, name: error.name, code: typeof error.code === 'string' ? error.code : null, message: error.message };
+      this.options.log.error('checkpoint failed; the steps since the last checkpoint are not resumable', { model: summary.model, ...this.lastCheckpointError });
       return null;
     }
   }

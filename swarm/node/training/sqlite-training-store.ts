@@ -10,7 +10,18 @@ import type { TrainStepSummary } from '../../common/api.ts';
 import { toMergeCalls } from '../../common/timeline/call.ts';
 import { getCalls, updateEpisodeState } from '../store/episodes.ts';
 import { getTrainingTimelines } from '../store/timelines.ts';
-import { insertTrainStep, latestTrainStep, listTrainSteps, type TrainStep } from '../store/train-steps.ts';
+import { pendingTrainEpisodes } from '../store/episode-recovery.ts';
+import {
+  insertTrainStep,
+  latestPolicyRestore,
+  latestStandingTrainStep,
+  latestTrainStep,
+  listTrainSteps,
+  maxPolicyVersion,
+  recordTrainStep,
+  revertTrainSteps,
+  type TrainStep,
+} from '../store/train-steps.ts';
 import type { EpisodeMark } from './batcher.ts';
 import type { TrainingStore } from './store-port.ts';
 
@@ -26,6 +37,26 @@ export function sqliteTrainingStore(db: Database): TrainingStore {
     insertStep(summary) {
       const { model, step, policyVersion, time, ...rest } = summary;
       insertTrainStep(db, { model, step, policyVersion, createdAt: time, metrics: { ...rest } });
+    },
+    recordStep(summary, episodeIds) {
+      const { model, step, policyVersion, time, ...rest } = summary;
+      recordTrainStep(db, { model, step, policyVersion, createdAt: time, metrics: { ...rest } }, episodeIds);
+    },
+    history(model) {
+      const standing = latestStandingTrainStep(db, model);
+      const restore = latestPolicyRestore(db, model);
+      return {
+        lastStep: latestTrainStep(db, model)?.step ?? 0,
+        standing: standing ? { step: standing.step, policyVersion: standing.policyVersion } : null,
+        restore: restore ? { policyVersion: restore.policyVersion, checkpointStep: restore.checkpointStep } : null,
+        maxPolicyVersion: maxPolicyVersion(db, model),
+      };
+    },
+    revertSteps(model, restore) {
+      return revertTrainSteps(db, { model, ...restore, createdAt: new Date().toISOString() });
+    },
+    pendingEpisodes(model) {
+      return pendingTrainEpisodes(db, model);
     },
     listSteps(model, options) {
       return listTrainSteps(db, model, options).map(summaryFromRow);
@@ -50,5 +81,5 @@ export function sqliteTrainingStore(db: Database): TrainingStore {
 
 function summaryFromRow(row: TrainStep): TrainStepSummary {
   const rest = row.metrics as Omit<TrainStepSummary, 'model' | 'step' | 'policyVersion' | 'time'>;
-  return { ...rest, model: row.model, step: row.step, policyVersion: row.policyVersion, time: row.createdAt };
+  return { ...rest, model: row.model, step: row.step, policyVersion: row.policyVersion, time: row.createdAt, revertedAt: row.revertedAt };
 }

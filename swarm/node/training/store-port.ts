@@ -18,10 +18,43 @@ export interface StoredEpisodeTimelines {
   success: boolean | null;
 }
 
+/** An ended train episode no step used and nothing marked: what the in-memory queue held before a restart. */
+export interface PendingEpisode {
+  episodeId: string;
+  groupId: string;
+  reward: number | null;
+  policyVersion: number;
+}
+
+/** Where the model's recorded training stands (see resume in loop.ts). */
+export interface TrainingHistory {
+  /** The highest step number ever recorded (reverted or not): the next step is one more. */
+  lastStep: number;
+  /** The latest step that still stands (its update was not lost), or null. */
+  standing: { step: number; policyVersion: number } | null;
+  /** The latest restore of older weights, or null. */
+  restore: { policyVersion: number; checkpointStep: number } | null;
+  /** The highest policy version ever handed out: a fresh one is one more. */
+  maxPolicyVersion: number;
+}
+
 export interface TrainingStore {
   /** The model's latest recorded step, or null before its first. */
   lastStep(model: string): { step: number; policyVersion: number } | null;
   insertStep(summary: TrainStepSummary): void;
+  /**
+   * Records a completed step: its row, the episodes it trained on and their `trained` state, in one transaction
+   * (TrainStepExistsError, and nothing written, when the step number is taken).
+   */
+  recordStep(summary: TrainStepSummary, episodeIds: readonly string[]): void;
+  history(model: string): TrainingHistory;
+  /**
+   * The weights went back to checkpoint `checkpointStep` (0: the weights training started from) under the fresh
+   * `policyVersion`: later standing steps are marked reverted and their episodes queued again. Returns both.
+   */
+  revertSteps(model: string, restore: { policyVersion: number; checkpointStep: number; afterStep: number }): { steps: number[]; episodeIds: string[] };
+  /** Ended train episodes of the model no step used and nothing marked, in the order they ended. */
+  pendingEpisodes(model: string): PendingEpisode[];
   /** Oldest first: the steps after `afterStep` (all when omitted), at most `limit`. */
   listSteps(model: string, options: { afterStep?: number; limit: number }): TrainStepSummary[];
   /** An episode's calls in the order they completed, as the timeline merger takes them. */
