@@ -23,7 +23,7 @@ export type Task = z.infer<typeof taskSchema> & Record<string, unknown>;
 
 /** A script's resource limits (see `attachClientSchema.limits`). */
 export const scriptLimitsSchema = z.object({
-  /** Address space (RLIMIT_AS) in MiB: virtual, not resident; Node alone reserves about 0.7 GiB at start. */
+  /** Memory in MiB each process may map private and writable (heap, buffers, objects: RLIMIT_DATA). */
   memoryMb: z.number().int().min(256).max(1_048_576).optional(),
   /** CPU seconds per process (RLIMIT_CPU), all its threads together. */
   cpuS: z.number().int().min(1).max(864_000).optional(),

@@ -13,6 +13,7 @@ import type { EpisodeApi } from './episode-api.ts';
 import { inWorkDir, scriptEnv, type RoleEpisode } from './environment.ts';
 import { EpisodeApiError } from './errors.ts';
 import { runProcess, type ProcessResult } from './process.ts';
+import { hostSandbox, resolveLimits, type Sandbox } from './sandbox.ts';
 import { parseResultLine, processFailure, rewardFromModule, rewardsPerRole, type Outcome } from './result.ts';
 import { launchCommand, nodeRuntimeEnv } from './script.ts';
 import type { EpisodeSpec } from './tasks.ts';
@@ -36,6 +37,8 @@ export interface EpisodeRunContext {
   dataDir: string;
   /** Parent of the per-run work directories. */
   workRoot: string;
+  /** How `sandbox: true` scripts are isolated (default: this machine's, see sandbox.ts). */
+  sandbox?: Sandbox;
   log?: Logger;
   record(run: StoredClientRun): void;
 }
@@ -112,8 +115,14 @@ export async function runEpisode(
   // 2. The script, in its own directory with only what it needs.
   const proc = await inWorkDir(ctx.workRoot, (workDir) => {
     const env = { ...scriptEnv(workDir, spec, episodes, team), ...(script.runtime === 'node' ? nodeRuntimeEnv() : {}) };
-    const { command, args } = launchCommand(script, { workDir, sandbox: options.sandbox, dataDir: ctx.dataDir });
-    return runProcess({ command, args, cwd: workDir, env, timeLimitMs: options.timeLimitS * 1000, outputIdleMs: options.outputIdleS * 1000, signal });
+    // sandbox: false runs the script as it is: no namespace, no guards, no limits (the client trusts it).
+    const launch = options.sandbox
+      ? (ctx.sandbox ?? hostSandbox()).prepare({ script, workDir, dataDir: ctx.dataDir, limits: resolveLimits(options.limits, options.timeLimitS), network: options.network ?? 'on' })
+      : { ...launchCommand(script, { workDir, sandbox: false, dataDir: ctx.dataDir }), settle: (r: ProcessResult) => r, release() {} };
+    const { command, args } = launch;
+    return runProcess({ command, args, cwd: workDir, env, timeLimitMs: options.timeLimitS * 1000, outputIdleMs: options.outputIdleS * 1000, signal })
+      .then((result) => launch.settle(result))
+      .finally(() => launch.release());
   });
 
   // 3. Judge it. Killed from outside (hot swap, detach, stop) is not the script's fault.

@@ -2,6 +2,11 @@
  * Runs one agent process: detached in its own process group (so a time limit kills the whole tree, helpers the
  * script started included), with a minimal environment, its own working directory, bounded output capture,
  * a wall-clock limit and an optional output-idle limit.
+ *
+ * The run returns at the limit whatever the tree does: a grandchild that left the group (`setsid`) and keeps the
+ * output pipes open cannot hold the run or its runner slot. Once the main process is gone the pipes get a short
+ * drain, then they are let go. (Under bubblewrap such a grandchild dies with the sandbox's PID namespace; without
+ * it, it lives on outside the group, which is one of the reasons the runner reports "not isolated".)
  */
 import { spawn } from 'node:child_process';
 
@@ -9,6 +14,12 @@ import { spawn } from 'node:child_process';
 export const DEFAULT_CAPTURE_BYTES = 64 * 1024;
 /** After SIGTERM the group gets this long to exit before SIGKILL. */
 const TERM_GRACE_MS = 500;
+/**
+ * After the main process exited (or was SIGKILLed), output still in the pipes gets this long to arrive. Longer
+ * only means an escaped grandchild holding the pipes keeps the slot longer; it is no wait for a healthy script,
+ * whose pipes close when it exits.
+ */
+export const PIPE_DRAIN_MS = 1000;
 
 export interface ProcessSpec {
   command: string;
@@ -111,7 +122,11 @@ export function runProcess(spec: ProcessSpec): Promise<ProcessResult> {
       if (killedFor !== null || child.exitCode !== null) return;
       killedFor = reason;
       killGroup('SIGTERM');
-      setTimeout(() => killGroup('SIGKILL'), TERM_GRACE_MS).unref();
+      setTimeout(() => {
+        killGroup('SIGKILL');
+        // The main process dies of this; a grandchild that left the group may not, and must not hold the run.
+        drain();
+      }, TERM_GRACE_MS).unref();
     };
     const armIdle = () => {
       if (spec.outputIdleMs <= 0) return;
@@ -140,15 +155,18 @@ export function runProcess(spec: ProcessSpec): Promise<ProcessResult> {
       spawnError = `${(err as NodeJS.ErrnoException).code ?? err.name}: ${err.message}`;
     });
     let exit: { code: number | null; signal: NodeJS.Signals | null } | undefined;
-    child.once('exit', (code, signal) => {
-      exit = { code, signal };
-      // Helpers the script left running in its group die with it; they would hold the pipes open.
-      killGroup('SIGKILL');
-    });
-    child.once('close', (code: number | null, signal: NodeJS.Signals | null) => {
+    let settled = false;
+    let drainTimer: NodeJS.Timeout | undefined;
+    const finish = (code: number | null, signal: NodeJS.Signals | null) => {
+      if (settled) return;
+      settled = true;
       clearTimeout(timeLimit);
       clearTimeout(idleTimer);
+      clearTimeout(drainTimer);
       spec.signal?.removeEventListener('abort', onAbort);
+      // Let go of pipes a detached grandchild may still hold: its writes fail from now on, the run is over.
+      child.stdout.destroy();
+      child.stderr.destroy();
       resolve({
         exitCode: exit?.code ?? code,
         signal: exit?.signal ?? signal,
@@ -160,6 +178,17 @@ export function runProcess(spec: ProcessSpec): Promise<ProcessResult> {
         spawnError,
         durationMs: performance.now() - started,
       });
+    };
+    /** Gives the pipes PIPE_DRAIN_MS to close once nothing of ours should be writing to them any more. */
+    const drain = () => {
+      if (drainTimer === undefined) drainTimer = setTimeout(() => finish(null, null), PIPE_DRAIN_MS);
+    };
+    child.once('exit', (code, signal) => {
+      exit = { code, signal };
+      // Helpers the script left running in its group die with it; they would hold the pipes open.
+      killGroup('SIGKILL');
+      drain();
     });
+    child.once('close', (code: number | null, signal: NodeJS.Signals | null) => finish(code, signal));
   });
 }

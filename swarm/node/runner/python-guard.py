@@ -2,7 +2,10 @@
 than the script's own folder) and other processes' /proc entries (their environment holds their episode keys).
 
 Usage: python3 python-guard.py '{"deny": [...], "allow": [...]}' script.py
-Defence in depth for scripts running as the same user; Node scripts get Node's permission model instead.
+Only where the runner has no real sandbox (sandbox.ts: bubblewrap absent, not Linux). It is NOT a boundary: an
+audit hook sees paths, not files, and a hostile script gets past it (a subprocess, a path relative to a directory
+fd, ctypes, a hard link, emptying the lists through gc — testing/hostile/attacks.py tries each). It stops honest
+mistakes only; the runner reports such peers as "not isolated". Node scripts get Node's permission model instead.
 """
 import json
 import os

@@ -23,6 +23,7 @@ import {
   type ClientRunRecord,
   type ClientStatus,
   type RunnerEvent,
+  type RunnerIsolation,
 } from '../../common/runner-api.ts';
 import type { Logger } from '../log.ts';
 import { validate } from '../http/respond.ts';
@@ -34,6 +35,7 @@ import type { EpisodeApi } from './episode-api.ts';
 import { runEpisode } from './episode-run.ts';
 import { loadRewardModule } from './result.ts';
 import { DEFAULT_MAX_CONCURRENCY, DEFAULT_REFUSED_WAIT_MS, DEFAULT_RETRY_BASE_MS, Scheduler } from './scheduler.ts';
+import { checkSandboxOptions, hostSandbox, type Sandbox } from './sandbox.ts';
 import { snapshotScript } from './script.ts';
 import { episodeSpecs, openTaskSource } from './tasks.ts';
 
@@ -54,6 +56,8 @@ export interface ClientRunnerOptions {
   retryBaseMs?: number;
   /** How long a start refused without Retry-After (or an unreachable server) waits. */
   refusedWaitMs?: number;
+  /** How scripts are isolated (default: this machine's best, bubblewrap where it works; see sandbox.ts). */
+  sandbox?: Sandbox;
 }
 
 /** Runs kept in memory per runner for `runs()` when there is no store. */
@@ -67,12 +71,24 @@ export class ClientRunner {
   private readonly scheduler: Scheduler;
   private readonly scripts: ClientScriptsRepository | undefined;
   private readonly runLog: ClientRunsRepository | undefined;
+  private readonly sandbox: Sandbox;
   private closed = false;
 
   constructor(private readonly options: ClientRunnerOptions) {
     this.scripts = options.db && clientScripts(options.db);
     this.runLog = options.db && clientRuns(options.db);
-    const context = { api: options.api, dataDir: options.dataDir, workRoot: options.workRoot ?? tmpdir(), log: options.log, record: (run: StoredClientRun) => this.record(run) };
+    this.sandbox = options.sandbox ?? hostSandbox();
+    // Said once at start, where whoever runs the peer reads it: a peer without a sandbox must not look like one with.
+    if (this.sandbox.isolation.kind === 'none') options.log?.warn('agent scripts are not isolated', { detail: this.sandbox.isolation.detail });
+    else options.log?.info('agent scripts run sandboxed', { isolation: this.sandbox.isolation.kind });
+    const context = {
+      api: options.api,
+      dataDir: options.dataDir,
+      workRoot: options.workRoot ?? tmpdir(),
+      sandbox: this.sandbox,
+      log: options.log,
+      record: (run: StoredClientRun) => this.record(run),
+    };
     this.scheduler = new Scheduler({
       maxConcurrency: options.maxConcurrency ?? DEFAULT_MAX_CONCURRENCY,
       retryBaseMs: options.retryBaseMs ?? DEFAULT_RETRY_BASE_MS,
@@ -93,6 +109,7 @@ export class ClientRunner {
   async attach(request: AttachClientRequest | AttachClientOptions): Promise<ClientStatus> {
     if (this.closed) throw new RunnerStoppedError();
     const options = validate(attachClientSchema, request);
+    checkSandboxOptions(this.sandbox, options);
     const script = snapshotScript(this.options.scriptsDir, options.name, options.script, options.runtime);
     const pass = await openTaskSource(options.tasks);
     const rewardFn = options.rewardModule ? await loadRewardModule(options.rewardModule) : undefined;
@@ -167,6 +184,11 @@ export class ClientRunner {
     if (!this.scripts?.open) return;
     const options = { ...client.options, script: { path: client.script.file } };
     this.scripts.saveAttachment({ name: client.name, version: client.version, file: client.script.file, options, state, reason: client.reason, updatedAt: new Date().toISOString() });
+  }
+
+  /** How scripts are isolated here, for the peer's status (`StatusPayload.isolation`). */
+  isolation(): RunnerIsolation {
+    return this.sandbox.isolation;
   }
 
   list(): ClientStatus[] {

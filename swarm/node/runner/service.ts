@@ -32,5 +32,14 @@ export function startClientRunner(ctx: PeerContext): ClientRunnerService {
   });
   const routes = new ControlRouter(ctx.controlToken);
   addClientRoutes(routes, { runner, mintClientKey: keyOf, swarmUrl });
-  return { name: 'runner', runner, routes, close: () => runner.close() };
+  return {
+    name: 'runner',
+    runner,
+    routes,
+    // Whether agent scripts run in a sandbox (bubblewrap) or only as the peer's user: said in every status.
+    status: (status) => {
+      status.isolation = runner.isolation();
+    },
+    close: () => runner.close(),
+  };
 }

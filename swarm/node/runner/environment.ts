@@ -1,0 +1,54 @@
+/**
+ * Where and with what a script runs: a fresh working directory per run (with a private HOME and TMPDIR, removed
+ * afterwards) and an environment built from nothing — PATH and LANG from the peer, the episode's AGENTJET_ and
+ * OPENAI_ variables. Nothing else of the peer's environment passes (its tokens, its secrets' paths).
+ */
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
+import type { BeganEpisode } from './episode-api.ts';
+import type { EpisodeSpec } from './tasks.ts';
+
+export interface RoleEpisode {
+  role: string;
+  episode: BeganEpisode;
+}
+
+/** Runs `fn` in a new work directory under `root` (with home/ and tmp/), removed afterwards whatever happens. */
+export async function inWorkDir<T>(root: string, fn: (workDir: string) => Promise<T>): Promise<T> {
+  const workDir = mkdtempSync(join(root, 'agentjet-ep-'));
+  try {
+    mkdirSync(join(workDir, 'home'));
+    mkdirSync(join(workDir, 'tmp'));
+    return await fn(workDir);
+  } finally {
+    rmSync(workDir, { recursive: true, force: true });
+  }
+}
+
+/**
+ * The script's whole environment. A single-model script gets OPENAI_BASE_URL, OPENAI_API_KEY, AGENTJET_MODEL and
+ * AGENTJET_EPISODE_ID; a team gets them once per role with the role as suffix (`OPENAI_API_KEY_PROPOSER`) and
+ * AGENTJET_ROLES listing the roles.
+ */
+export function scriptEnv(workDir: string, spec: EpisodeSpec, episodes: RoleEpisode[], team: boolean): Record<string, string> {
+  const env: Record<string, string> = {
+    PATH: process.env.PATH ?? '/usr/bin:/bin',
+    LANG: process.env.LANG ?? 'C.UTF-8',
+    HOME: join(workDir, 'home'),
+    TMPDIR: join(workDir, 'tmp'),
+    PYTHONUNBUFFERED: '1',
+    PYTHONDONTWRITEBYTECODE: '1',
+    AGENTJET_TASK: JSON.stringify(spec.task),
+    AGENTJET_TASK_ID: spec.taskId,
+    AGENTJET_EPISODE_KIND: spec.kind,
+  };
+  for (const { role, episode } of episodes) {
+    const suffix = team ? `_${role.toUpperCase()}` : '';
+    env[`OPENAI_BASE_URL${suffix}`] = episode.baseUrl;
+    env[`OPENAI_API_KEY${suffix}`] = episode.apiKey;
+    env[`AGENTJET_MODEL${suffix}`] = episode.model;
+    env[`AGENTJET_EPISODE_ID${suffix}`] = episode.episodeId;
+  }
+  if (team) env.AGENTJET_ROLES = episodes.map((e) => e.role).join(',');
+  return env;
+}

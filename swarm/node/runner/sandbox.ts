@@ -1,0 +1,384 @@
+/**
+ * The boundary around an agent script. On Linux with bubblewrap (`bwrap` on PATH, able to create namespaces) a
+ * run is a sandbox: its own mount, PID, IPC and UTS namespaces in which the script sees only its work dir
+ * (writable), its snapshot (read-only), the interpreter and the system's libraries (read-only), a private /tmp,
+ * /dev and /proc — no data dir, no other episode, no process of the peer. It dies with the runner
+ * (`--die-with-parent`), cannot reach the terminal (`--new-session`: no TIOCSTI), and everything it started dies
+ * with its PID namespace at the time limit. Resource limits (memory, CPU, processes, file size) are set
+ * with util-linux's `prlimit` inside the sandbox (memory as RLIMIT_DATA, see DEFAULT_MEMORY_MB).
+ *
+ * Anywhere else (no bubblewrap, macOS, Windows) the in-process guards of script.ts stay (Node's permission model,
+ * python-guard.py) and rlimits apply where `prlimit` exists; the script then runs as the peer's user and can read
+ * what that user can, which the isolation detail says plainly.
+ *
+ * The process limit (RLIMIT_NPROC) counts per user. A non-root peer runs the sandbox in a user namespace of its
+ * own, where the count is the sandbox's (Linux ≥ 5.14). The kernel never enforces it for root, so a root peer
+ * runs each sandbox as an unprivileged uid of its own (SANDBOX_UID_BASE + a slot), which also keeps one run's
+ * files and processes out of another's reach.
+ */
+import { execFileSync } from 'node:child_process';
+import { randomInt } from 'node:crypto';
+import { accessSync, chownSync, constants as fsConstants, existsSync, lstatSync, readdirSync, readlinkSync, realpathSync, statSync } from 'node:fs';
+import { constants } from 'node:os';
+import { delimiter, dirname, join, sep } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { RunnerIsolation, ScriptLimits } from '../../common/runner-api.ts';
+import { ScriptAttachError } from './errors.ts';
+import type { ProcessResult } from './process.ts';
+import { launchCommand, pythonExecutable, tsxLoaderUrl, type ScriptVersion } from './script.ts';
+
+/**
+ * Memory of each process when the client sets none: a runaway allocation fails inside the agent, not on the
+ * peer's machine. It is RLIMIT_DATA (private writable memory: heap, buffers, Python objects, thread stacks), not
+ * RLIMIT_AS: V8 reserves about 10 GiB of address space per WebAssembly memory (guard regions, never touched), so
+ * an address-space limit low enough to matter breaks Node's Wasm — tsx's own lexer among it.
+ */
+export const DEFAULT_MEMORY_MB = 4096;
+/** Processes and threads per sandbox: Node alone runs about a dozen threads; a fork bomb stops here. */
+export const DEFAULT_PROCESSES = 256;
+/** Largest file a script may write: enough for outputs and caches, not enough to fill the peer's disk in one go. */
+export const DEFAULT_FILE_SIZE_MB = 1024;
+/**
+ * CPU seconds per process when the client sets none, per second of its time limit: a process may keep two
+ * cores busy for the whole run (the wall-clock limit stops it anyway); a spinning process with many threads is
+ * stopped sooner.
+ */
+export const DEFAULT_CPU_S_PER_TIME_LIMIT_S = 2;
+/** Probing bubblewrap once (`bwrap --ro-bind / / true`) takes milliseconds; this bounds a hung probe. */
+const PROBE_TIMEOUT_MS = 10_000;
+/**
+ * A root peer runs each sandbox as uid SANDBOX_UID_BASE + slot: far above any account a distribution creates
+ * (and below 2^31, which some tools treat as negative), one uid per run in flight so that their process counts
+ * and files stay apart.
+ */
+export const SANDBOX_UID_BASE = 1_900_000_000;
+/** Slots for sandbox uids: far more than runs in flight, so that peers picking at random rarely share one. */
+const SANDBOX_UID_SLOTS = 65_536;
+
+/** The system's read-only parts a script's interpreter needs: programs, libraries, their data. */
+const SYSTEM_DIRS = ['/usr', '/bin', '/sbin', '/lib', '/lib32', '/lib64', '/libx32'];
+/**
+ * What of /etc a script gets: name resolution, TLS roots, the dynamic linker's cache, time zone, the
+ * alternatives links programs go through. Not the rest (the peer's machine configuration, shadow files).
+ */
+const ETC_ENTRIES = [
+  'resolv.conf', 'hosts', 'host.conf', 'nsswitch.conf', 'gai.conf', 'services', 'protocols', 'ssl', 'ca-certificates',
+  'ca-certificates.conf', 'pki', 'crypto-policies', 'ld.so.cache', 'ld.so.conf', 'ld.so.conf.d', 'localtime',
+  'timezone', 'alternatives', 'mime.types', 'passwd', 'group',
+];
+
+export type NetworkMode = 'on' | 'none';
+
+export interface RunLimits {
+  memoryMb: number;
+  cpuS: number;
+  processes: number;
+  fileSizeMb: number;
+}
+
+/** The limits a run gets: the client's where it set them, the defaults elsewhere. */
+export function resolveLimits(limits: ScriptLimits | undefined, timeLimitS: number): RunLimits {
+  return {
+    memoryMb: limits?.memoryMb ?? DEFAULT_MEMORY_MB,
+    cpuS: limits?.cpuS ?? Math.ceil(timeLimitS * DEFAULT_CPU_S_PER_TIME_LIMIT_S),
+    processes: limits?.processes ?? DEFAULT_PROCESSES,
+    fileSizeMb: limits?.fileSizeMb ?? DEFAULT_FILE_SIZE_MB,
+  };
+}
+
+export interface SandboxRun {
+  script: ScriptVersion;
+  workDir: string;
+  /** The peer's data directory: off limits (the fallback guards need it; the sandbox simply does not mount it). */
+  dataDir: string;
+  limits: RunLimits;
+  network: NetworkMode;
+}
+
+/** One run's command line, and what to undo after it. */
+export interface PreparedRun {
+  command: string;
+  args: string[];
+  /** The script's end as the script ended, where the launcher reports it its own way. */
+  settle(result: ProcessResult): ProcessResult;
+  release(): void;
+}
+
+/**
+ * bubblewrap exits 128 + N when the script died of signal N (as shells do): read back as the signal, so a crash is
+ * a crash (a script that itself exits 128 + N reads the same, as under a shell).
+ */
+export function signalFromExitCode(result: ProcessResult): ProcessResult {
+  if (result.signal !== null || result.exitCode === null || result.exitCode <= 128) return result;
+  const number = result.exitCode - 128;
+  const name = Object.entries(constants.signals).find(([, n]) => n === number)?.[0] as NodeJS.Signals | undefined;
+  return name ? { ...result, exitCode: null, signal: name } : result;
+}
+
+const asIs = (result: ProcessResult) => result;
+
+export interface Sandbox {
+  readonly isolation: RunnerIsolation;
+  /** Whether `network: 'none'` can be honoured. */
+  readonly cutsNetwork: boolean;
+  /** The command line for one run (and its work dir made the sandbox user's when that differs). */
+  prepare(run: SandboxRun): PreparedRun;
+}
+
+/** Where an executable is on PATH, or undefined. */
+function onPath(name: string): string | undefined {
+  if (process.platform === 'win32') return undefined;
+  for (const dir of (process.env.PATH ?? '').split(delimiter)) {
+    if (!dir) continue;
+    const candidate = join(dir, name);
+    try {
+      accessSync(candidate, fsConstants.X_OK);
+      if (statSync(candidate).isFile()) return candidate;
+    } catch {
+      // Not here.
+    }
+  }
+  return undefined;
+}
+
+let host: Sandbox | undefined;
+
+/** This machine's sandbox, found once: bubblewrap when it works here, the in-process guards otherwise. */
+export function hostSandbox(): Sandbox {
+  host ??= detectSandbox();
+  return host;
+}
+
+export function detectSandbox(): Sandbox {
+  const prlimit = process.platform === 'linux' ? onPath('prlimit') : undefined;
+  if (process.platform !== 'linux') return guardsOnly(`scripts are not isolated on ${process.platform}: bubblewrap is Linux-only`, prlimit);
+  const bwrap = onPath('bwrap');
+  if (!bwrap) return guardsOnly('scripts are not isolated: bubblewrap (bwrap) is not installed (Debian/Ubuntu: apt install bubblewrap)', prlimit);
+  const root = process.getuid?.() === 0;
+  const failure = probeBubblewrap(bwrap, root);
+  if (failure) return guardsOnly(`scripts are not isolated: bubblewrap cannot create namespaces here (${failure})`, prlimit);
+  const setpriv = root ? onPath('setpriv') : undefined;
+  if (!prlimit || (root && !setpriv)) {
+    const missing = !prlimit ? 'prlimit' : 'setpriv';
+    return guardsOnly(`scripts are not isolated: bubblewrap works but util-linux's ${missing} is missing, so no resource limits could be set`, prlimit);
+  }
+  return new Bubblewrap(bwrap, prlimit, setpriv);
+}
+
+/**
+ * The namespaces of every sandbox. A root peer keeps the initial user namespace: it changes to the run's uid
+ * inside, which a user namespace mapping only root would forbid; anyone else gets a user namespace of their own.
+ */
+function namespaceArgs(root: boolean): string[] {
+  return [
+    '--unshare-pid',
+    '--unshare-ipc',
+    '--unshare-uts',
+    '--unshare-cgroup-try',
+    ...(root ? ['--cap-add', 'CAP_SETUID', '--cap-add', 'CAP_SETGID'] : ['--unshare-user']),
+  ];
+}
+
+/** Why bubblewrap cannot run a sandbox here (tried once with the real namespaces), or undefined when it can. */
+export function probeBubblewrap(bwrap: string, root: boolean): string | undefined {
+  try {
+    execFileSync(bwrap, [...namespaceArgs(root), '--ro-bind', '/', '/', '--proc', '/proc', '--dev', '/dev', 'true'], { stdio: ['ignore', 'ignore', 'pipe'], timeout: PROBE_TIMEOUT_MS });
+    return undefined;
+  } catch (err) {
+    const stderr = String((err as { stderr?: Buffer }).stderr ?? '').trim();
+    return stderr.split('\n').at(-1) || (err as Error).message;
+  }
+}
+
+/** No sandbox: the in-process guards of script.ts, and rlimits where prlimit exists. */
+export function guardsOnly(why: string, prlimit: string | undefined = process.platform === 'linux' ? onPath('prlimit') : undefined): Sandbox {
+  const root = process.getuid?.() === 0;
+  const limits = prlimit
+    ? root
+      ? 'Memory, CPU and file-size limits apply; the process limit does not (the kernel does not enforce it for root).'
+      : 'Memory, CPU, process and file-size limits apply (the process limit counts all of the user’s processes).'
+    : 'No resource limits apply.';
+  const detail =
+    `${why}. A script runs as the peer's user and can read and write what that user can: the guards (Node's ` +
+    `permission model, an audit hook for Python) are no boundary. ${limits} Run only scripts you trust.`;
+  return {
+    isolation: { kind: 'none', detail },
+    cutsNetwork: false,
+    prepare(run) {
+      const launch = launchCommand(run.script, { workDir: run.workDir, sandbox: true, dataDir: run.dataDir });
+      if (!prlimit) return { ...launch, settle: asIs, release() {} };
+      // prlimit execs the script: its end is the script's own.
+      return { command: prlimit, args: [...prlimitArgs(run.limits), '--', launch.command, ...launch.args], settle: asIs, release() {} };
+    },
+  };
+}
+
+function prlimitArgs(limits: RunLimits): string[] {
+  const mib = 1024 * 1024;
+  return [
+    `--data=${limits.memoryMb * mib}`,
+    // Soft then hard: SIGXCPU at the limit, SIGKILL a second later for a process that ignores it.
+    `--cpu=${limits.cpuS}:${limits.cpuS + 1}`,
+    `--nproc=${limits.processes}`,
+    `--fsize=${limits.fileSizeMb * mib}`,
+  ];
+}
+
+const usedUids = new Set<number>();
+
+/** Where this process starts looking for a free slot: at random, so two root peers on a machine rarely meet. */
+const FIRST_SLOT = randomInt(SANDBOX_UID_SLOTS);
+
+function takeUid(): number {
+  for (let i = 0; i < SANDBOX_UID_SLOTS; i++) {
+    const uid = SANDBOX_UID_BASE + ((FIRST_SLOT + i) % SANDBOX_UID_SLOTS);
+    if (!usedUids.has(uid)) {
+      usedUids.add(uid);
+      return uid;
+    }
+  }
+  throw new ScriptAttachError('no sandbox uid left: too many runs in flight');
+}
+
+class Bubblewrap implements Sandbox {
+  readonly isolation: RunnerIsolation;
+  readonly cutsNetwork = true;
+  private readonly root: boolean;
+
+  constructor(
+    private readonly bwrap: string,
+    private readonly prlimit: string,
+    private readonly setpriv: string | undefined,
+  ) {
+    this.root = setpriv !== undefined;
+    this.isolation = {
+      kind: 'bubblewrap',
+      detail:
+        'Scripts run in a bubblewrap sandbox: they see only their work dir (writable), their snapshot and the ' +
+        'system read-only, their own /proc and /tmp; not the data dir, other episodes or the peer’s processes. ' +
+        `Memory, CPU, process and file-size limits apply${this.root ? '; each run has an unprivileged uid of its own' : ''}. ` +
+        'The network is on unless a client asks for none.',
+    };
+  }
+
+  prepare(run: SandboxRun): PreparedRun {
+    // Inside the sandbox the boundary is the namespace: the script runs as it would unsandboxed (tsx for
+    // TypeScript, child processes allowed), with the work dir and snapshot at the same paths as outside.
+    const launch = launchCommand(run.script, { workDir: run.workDir, sandbox: false, dataDir: run.dataDir });
+    const uid = this.root ? takeUid() : undefined;
+    try {
+      if (uid !== undefined) chownTree(run.workDir, uid);
+    } catch (err) {
+      usedUids.delete(uid!);
+      throw err;
+    }
+    const args = [
+      '--die-with-parent',
+      '--new-session',
+      ...namespaceArgs(this.root),
+      ...(run.network === 'none' ? ['--unshare-net'] : []),
+      '--proc', '/proc',
+      '--dev', '/dev',
+      '--tmpfs', '/tmp',
+      ...systemMounts(),
+      ...readOnly(this.readPaths(run, launch.command)),
+      ...parents([run.workDir]),
+      '--bind', run.workDir, run.workDir,
+      '--chdir', run.workDir,
+      '--',
+      ...(uid !== undefined ? [this.setpriv!, `--reuid=${uid}`, `--regid=${uid}`, '--clear-groups', '--no-new-privs'] : []),
+      this.prlimit,
+      ...prlimitArgs(run.limits),
+      '--',
+      launch.command,
+      ...launch.args,
+    ];
+    return { command: this.bwrap, args, settle: signalFromExitCode, release: () => void (uid !== undefined && usedUids.delete(uid)) };
+  }
+
+  /** What the script needs to read besides the system: its snapshot, its packages, its interpreter. */
+  private readPaths(run: SandboxRun, interpreter: string): string[] {
+    const snapshot = dirname(run.script.file);
+    const paths = [snapshot, join(snapshot, 'node_modules'), this.prlimit, ...(this.setpriv ? [this.setpriv] : [])];
+    // tsx, which runs TypeScript, from the app's own packages.
+    if (run.script.runtime === 'node') paths.push(packagesOf(fileURLToPath(tsxLoaderUrl())));
+    if (run.script.runtime === 'python') paths.push(...pythonPrefixes());
+    // Node (or Electron running as Node) with the files beside its binary.
+    else paths.push(dirname(realpathSync(interpreter)));
+    return paths;
+  }
+}
+
+/** The node_modules folder a package's file lies in. */
+function packagesOf(file: string): string {
+  const at = file.lastIndexOf(`${sep}node_modules${sep}`);
+  return at < 0 ? dirname(file) : file.slice(0, at + `${sep}node_modules`.length);
+}
+
+let prefixes: string[] | undefined;
+/** Where the Python interpreter's own files are (its prefix, a venv's base): read-only in the sandbox. */
+function pythonPrefixes(): string[] {
+  prefixes ??= JSON.parse(
+    execFileSync(pythonExecutable(), ['-c', 'import sys, json; print(json.dumps([sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix]))'], { encoding: 'utf8' }),
+  ) as string[];
+  return [dirname(pythonExecutable()), ...prefixes];
+}
+
+/** The work dir (created just now, holding home/ and tmp/) made the sandbox uid's, so the script can write it. */
+function chownTree(dir: string, uid: number) {
+  chownSync(dir, uid, uid);
+  for (const entry of readdirSync(dir, { withFileTypes: true })) {
+    const path = join(dir, entry.name);
+    if (entry.isDirectory()) chownTree(path, uid);
+    else chownSync(path, uid, uid);
+  }
+}
+
+/** The system dirs read-only, as they are: merged-/usr links stay links. */
+function systemMounts(): string[] {
+  const args: string[] = [];
+  for (const dir of SYSTEM_DIRS) {
+    let link: string | undefined;
+    try {
+      link = lstatSync(dir).isSymbolicLink() ? readlinkSync(dir) : undefined;
+    } catch {
+      continue;
+    }
+    if (link !== undefined) args.push('--symlink', link, dir);
+    else args.push('--ro-bind', dir, dir);
+  }
+  args.push('--perms', '0755', '--dir', '/etc');
+  for (const entry of ETC_ENTRIES) args.push('--ro-bind-try', join('/etc', entry), join('/etc', entry));
+  return args;
+}
+
+/** Read-only mounts at the same paths (and at their real paths, where a link leads elsewhere); outermost first. */
+function readOnly(paths: string[]): string[] {
+  const unique = new Set<string>();
+  for (const path of paths) {
+    if (!existsSync(path)) continue;
+    unique.add(path);
+    unique.add(realpathSync(path));
+  }
+  const covered = (path: string) => SYSTEM_DIRS.some((d) => path === d || path.startsWith(`${d}/`));
+  const sorted = [...unique].filter((p) => !covered(p)).sort((a, b) => a.length - b.length);
+  const kept = sorted.filter((p, i) => !sorted.slice(0, i).some((q) => p.startsWith(`${q}/`)));
+  return [...parents(kept), ...kept.flatMap((p) => ['--ro-bind', p, p])];
+}
+
+/**
+ * The folders leading to mount points, made traversable: bubblewrap creates missing ones mode 0700, which a
+ * sandbox uid other than the peer's could not pass. They are empty folders in the sandbox's own root.
+ */
+function parents(paths: string[]): string[] {
+  const dirs = new Set<string>();
+  for (const path of paths) for (let dir = dirname(path); dir !== dirname(dir); dir = dirname(dir)) if (dir !== '/tmp') dirs.add(dir);
+  return [...dirs].sort((a, b) => a.length - b.length).flatMap((d) => ['--perms', '0755', '--dir', d]);
+}
+
+/** Refuses options this runner cannot honour (network: none without a sandbox that can cut it). */
+export function checkSandboxOptions(sandbox: Sandbox, options: { sandbox: boolean; network?: NetworkMode }) {
+  if (options.network !== 'none') return;
+  if (!options.sandbox) throw new ScriptAttachError('network: "none" needs sandbox: true');
+  if (!sandbox.cutsNetwork) throw new ScriptAttachError(`network: "none" cannot be honoured here: ${sandbox.isolation.detail}`);
+}
