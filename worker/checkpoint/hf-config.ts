@@ -167,6 +167,11 @@ class ConfigFields {
   }
 }
 
+/** The value as an error shows it; one nested deeper than JSON.stringify's recursion goes is named by its type. */
 function describe(value: unknown): string {
-  return JSON.stringify(value) ?? String(value);
+  try {
+    return JSON.stringify(value) ?? String(value);
+  } catch {
+    return Array.isArray(value) ? 'a deeply nested array' : `a deeply nested ${typeof value}`;
+  }
 }

@@ -27,7 +27,7 @@ export function parsePeftAdapterConfig(json: unknown): PeftAdapterConfig {
     throw new ModelConfigError('adapter_config.json', 'is not a JSON object');
   const config = json as Record<string, unknown>;
   if (config.peft_type !== undefined && config.peft_type !== 'LORA')
-    throw new ModelConfigError('peft_type', `"${String(config.peft_type)}" is not supported (only LORA)`);
+    throw new ModelConfigError('peft_type', `${shown(config.peft_type)} is not supported (only LORA)`);
   const { r, lora_alpha: alpha, target_modules: targets, lora_dropout: dropout } = config;
   if (typeof r !== 'number' || !Number.isSafeInteger(r) || r <= 0)
     throw new ModelConfigError('r', 'must be a positive integer');
@@ -73,4 +73,9 @@ export function loraFromPeftConfig(config: PeftAdapterConfig): LoraConfig {
     targetModules: [...config.target_modules],
     dropout: config.lora_dropout ?? 0,
   };
+}
+
+/** A scalar as written; an object or array by its type (String() of one nested deep enough overflows the stack). */
+function shown(value: unknown): string {
+  return value !== null && typeof value === 'object' ? (Array.isArray(value) ? 'an array' : 'an object') : `"${String(value)}"`;
 }

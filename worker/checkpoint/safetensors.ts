@@ -111,9 +111,11 @@ function parseEntry(name: string, value: unknown, dataLength: number): Safetenso
     throw new SafetensorsFormatError(`tensor ${name}: header entry is not an object`);
   const { dtype, shape, data_offsets: offsets } = value;
   if (typeof dtype !== 'string' || !(dtype in BYTES_PER_ELEMENT)) {
+    // Not JSON.stringify / String of any value: a header field nested deep enough overflows the stack in both.
+    const shown = typeof dtype === 'object' && dtype !== null ? (Array.isArray(dtype) ? 'an array' : 'an object') : String(dtype);
     throw new SafetensorsFormatError(
-      `tensor ${name}: unsupported dtype ${JSON.stringify(dtype)} (supported: F32, F16, BF16)`,
-      { tensor: name, dtype: String(dtype) },
+      `tensor ${name}: unsupported dtype ${typeof dtype === 'string' ? JSON.stringify(dtype) : shown} (supported: F32, F16, BF16)`,
+      { tensor: name, dtype: shown },
     );
   }
   if (!Array.isArray(shape) || !shape.every(isNonNegativeInteger)) {

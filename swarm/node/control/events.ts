@@ -42,6 +42,8 @@ export class EventHub {
       return true;
     }
     this.wss.handleUpgrade(req, socket, head, (ws) => {
+      // A malformed frame from the client is an 'error' on the socket; with no listener it would end the process.
+      ws.on('error', () => ws.terminate());
       this.send(ws, { type: 'status', data: this.status() });
     });
     return true;
