@@ -20,6 +20,12 @@ describe('sampleToken', () => {
     expect(t.top!.map((x) => x.id)).toEqual([1, 2]);
   });
 
+  it('a temperature whose reciprocal overflows picks greedily instead of producing NaN', () => {
+    const t = sampleToken(logits, sampling({ temperature: 4.4e-323, topLogprobs: 1 }), Math.random);
+    expect(t.id).toBe(1);
+    expect(Number.isFinite(t.logprob)).toBe(true);
+  });
+
   it('samples in proportion to softmax(logits / T)', () => {
     const freq = draw({ temperature: 2 });
     const w = Array.from(logits).map((z) => Math.exp(z / 2));

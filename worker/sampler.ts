@@ -84,7 +84,9 @@ let scratch = new Float64Array(0);
 /** Sample one token from a row of logits [V]. `rand` is the request's seeded PRNG (one draw per sampled token). */
 export function sampleToken(logits: Float32Array, s: SamplingParams, rand: () => number): GeneratedToken {
   const vocab = logits.length;
-  const greedy = s.temperature <= 0;
+  // A temperature so small that 1/T overflows (a denormal) is greedy in effect; scaling by Infinity would make
+  // every logit NaN and the pick undefined.
+  const greedy = s.temperature <= 0 || !Number.isFinite(1 / s.temperature);
   const invT = greedy ? 1 : 1 / s.temperature;
   // One pass for the max (and the greedy pick), one for exp-sum; logp = z − lse with z = (logit − max) / T.
   let max = -Infinity;

@@ -51,7 +51,15 @@ class EngineThreadClient implements ThreadEngine {
     const p = this.pending.get(msg.id);
     if (!p) return;
     if (msg.type === 'token') {
-      p.onToken?.(msg.token);
+      try {
+        p.onToken?.(msg.token);
+      } catch (err) {
+        // The caller's callback failed: its call fails with that error (not as an uncaught exception of this
+        // thread), and the engine stops generating for it.
+        this.pending.delete(msg.id);
+        p.reject(err);
+        if (!this.failure) this.worker.postMessage({ id: this.nextId++, type: 'cancel', target: msg.id } satisfies EngineRequest);
+      }
       return;
     }
     this.pending.delete(msg.id);

@@ -68,6 +68,18 @@ describe('engine in a worker thread', () => {
     expect(r.tokens.length).toBeLessThan(40);
   });
 
+  it("a token callback that throws fails its own call with that error, and the engine serves the next", async () => {
+    class CallerBug extends Error {
+      override name = 'CallerBug';
+    }
+    const failing = engine.generate({ promptIds: [97], sampling: sampling({ maxTokens: 20 }) }, () => {
+      throw new CallerBug('the caller broke');
+    });
+    await expect(failing).rejects.toMatchObject({ name: 'CallerBug' });
+    const next = await engine.generate({ promptIds: [97], sampling: sampling({ maxTokens: 3 }) });
+    expect(next.tokens).toHaveLength(3);
+  });
+
   it('getWeights → setWeights moves the policy to another engine', async () => {
     const w = await engine.getWeights();
     expect(w['model.layers.0.self_attn.q_proj.weight'].shape).toEqual([128, 128]);
