@@ -53,6 +53,11 @@ export class AttachedClient {
   served = 0;
   /** A busy server asked to wait: nothing of this client starts before this time (ms since the epoch). */
   heldUntil = 0;
+  /**
+   * After a refused start, one start at a time until one is accepted: a server that is still busy sees one
+   * request per Retry-After from this client, not one per slot.
+   */
+  probing = false;
   readonly counts = { started: 0, ended: 0, aborted: 0, retried: 0, consecutiveFailures: 0 };
   rewardSum = 0;
   readonly perTask = new Map<string, TaskMetrics>();
@@ -72,6 +77,7 @@ export class AttachedClient {
     this.exhausted = false;
     this.queue.length = 0;
     this.heldUntil = 0;
+    this.probing = false;
     this.state = 'running';
     this.reason = null;
     this.counts.consecutiveFailures = 0;

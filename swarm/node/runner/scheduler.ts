@@ -93,7 +93,7 @@ export class Scheduler {
     return (
       client.state === 'running' &&
       client.heldUntil <= now &&
-      client.inFlight.size < client.options.concurrency &&
+      client.inFlight.size < (client.probing ? 1 : client.options.concurrency) &&
       (!client.exhausted || client.queue.some((q) => q.notBefore <= now))
     );
   }
@@ -179,6 +179,11 @@ export class Scheduler {
     this.inFlightTotal++;
     const started = () => {
       client.counts.started++;
+      // Accepted: the server takes episodes again, every slot may start.
+      if (client.probing) {
+        client.probing = false;
+        this.pump();
+      }
       this.options.changed(client);
     };
     run.done = this.options
@@ -206,6 +211,7 @@ export class Scheduler {
         client.served -= 1;
         const wait = Math.min(MAX_REFUSED_WAIT_MS, Math.max(MIN_REFUSED_WAIT_MS, verdict.retryAfterMs ?? this.options.refusedWaitMs));
         client.heldUntil = Math.max(client.heldUntil, Date.now() + wait);
+        client.probing = true;
         // A task of a version swapped out meanwhile is dropped with it (the new version has its own tasks).
         if (current) this.putBack(client, { ...item, notBefore: 0 });
         this.options.log?.debug('episode start refused; waiting', { client: client.name, waitMs: wait, reason: verdict.reason });
