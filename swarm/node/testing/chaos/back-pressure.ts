@@ -12,7 +12,8 @@ import { ClientRunner } from '../../runner/runner.ts';
 import { EpisodeApiDouble } from '../../runner/testing/episode-api-double.ts';
 
 const SLOTS = 8;
-const REFUSALS = 24;
+/** One burst of SLOTS, then probes once per Retry-After: a few seconds. */
+const REFUSALS = 12;
 const RETRY_AFTER_S = 1;
 const TASKS = 16;
 
