@@ -57,7 +57,7 @@ class EngineThreadClient implements ThreadEngine {
         // The caller's callback failed: its call fails with that error (not as an uncaught exception of this
         // thread), and the engine stops generating for it.
         this.pending.delete(msg.id);
-        p.reject(err);
+        p.reject(err instanceof Error ? err : new Error(String(err)));
         if (!this.failure) this.worker.postMessage({ id: this.nextId++, type: 'cancel', target: msg.id } satisfies EngineRequest);
       }
       return;
