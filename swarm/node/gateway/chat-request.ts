@@ -5,6 +5,8 @@
  */
 import { z } from 'zod';
 import type { ChatMessage, Tokenizer, ToolSpec } from '../../../worker/tokenizer/types.ts';
+import type { CallRequest } from './call.ts';
+import type { ClientSampling } from './sampling.ts';
 
 /** OpenAI caps `n` at 128; continuous batching makes more than a few per call pointless on one machine. */
 export const MAX_N = 16;
@@ -51,6 +53,12 @@ const toolChoiceSchema = z.union([
   z.object({ type: z.literal('function'), function: z.object({ name: z.string().min(1) }) }),
 ]);
 
+/**
+ * Variables for the chat template (vLLM's `chat_template_kwargs`). `enable_thinking` is Qwen3's thinking switch;
+ * the template render takes only that one today, so other variables are accepted and not yet passed on.
+ */
+export const chatTemplateKwargsSchema = z.looseObject({ enable_thinking: z.boolean().optional() });
+
 export const chatCompletionRequestSchema = z
   .object({
     model: z.string().min(1),
@@ -68,6 +76,9 @@ export const chatCompletionRequestSchema = z
     seed: z.number().int().nullish(),
     logprobs: z.boolean().nullish(),
     top_logprobs: z.number().int().min(0).max(MAX_TOP_LOGPROBS).nullish(),
+    // vLLM's and SGLang's extensions: variables for the chat template, and token ids in the answer.
+    chat_template_kwargs: chatTemplateKwargsSchema.nullish(),
+    return_token_ids: z.boolean().nullish(),
   })
   .superRefine((req, ctx) => {
     if (req.top_logprobs && !req.logprobs) {
@@ -124,6 +135,33 @@ export function toToolSpecs(req: ChatCompletionRequest): ToolSpec[] | undefined 
 export function stopStrings(req: ChatCompletionRequest): string[] {
   if (!req.stop) return [];
   return typeof req.stop === 'string' ? [req.stop] : req.stop;
+}
+
+/** The request in the form every gateway API shares (call.ts). */
+export function toCallRequest(req: ChatCompletionRequest): CallRequest {
+  const choice = req.tool_choice;
+  return {
+    model: req.model,
+    messages: toChatMessages(req.messages),
+    tools: toToolSpecs(req),
+    forceTool: choice === 'required' ? 'any' : typeof choice === 'object' ? { name: choice.function.name } : undefined,
+    enableThinking: req.chat_template_kwargs?.enable_thinking,
+    n: req.n ?? 1,
+    wantLogprobs: req.logprobs === true,
+    sampling: chatSampling(req),
+    messagesField: 'messages',
+  };
+}
+
+export function chatSampling(req: ChatCompletionRequest): ClientSampling {
+  return {
+    temperature: req.temperature,
+    topP: req.top_p,
+    maxTokens: req.max_completion_tokens ?? req.max_tokens,
+    seed: req.seed,
+    topLogprobs: req.logprobs ? (req.top_logprobs ?? 0) : 0,
+    stopStrings: stopStrings(req),
+  };
 }
 
 /**

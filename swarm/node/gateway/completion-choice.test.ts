@@ -74,4 +74,15 @@ describe('CompletionChoice', () => {
     expect(events.every((e) => e.type !== 'content' || !e.text.includes('\uFFFD'))).toBe(true);
     expect(c.message().content).toBe('Grüße 🚀');
   });
+
+  it('returns a think block as reasoning_content, also when the prompt opened it (a thinking template)', () => {
+    const generated = choice();
+    feed(generated, [...tokenizer.encode('<think>\nadd them\n</think>\n\n5'), IM_END_ID]);
+    expect(generated.message()).toMatchObject({ content: '5', reasoning_content: 'add them' });
+    const opened = choice({ forcedPrefix: '<think>' });
+    feed(opened, [...tokenizer.encode('\nadd them\n</think>\n\n5'), IM_END_ID]);
+    expect(opened.message()).toMatchObject({ content: '5', reasoning_content: 'add them' });
+    expect(opened.takeTokenIds()).toEqual(opened.tokens.map((t) => t.id));
+    expect(opened.takeTokenIds()).toEqual([]);
+  });
 });

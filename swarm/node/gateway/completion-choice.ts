@@ -41,9 +41,13 @@ export class CompletionChoice {
   private readonly output: OutputStream;
   private readonly stopIds: Set<number>;
   private pendingLogprobs: LogprobEntry[] = [];
+  /** How many of `tokens` were handed out by takeTokenIds. */
+  private tokenIdsTaken = 0;
   private readonly allLogprobs: LogprobEntry[] = [];
   private content = '';
   private reasoning = '';
+  /** Generated tokens up to the one that ended the reasoning (Responses' `reasoning_tokens`). */
+  private tokensThroughReasoning = 0;
   private readonly toolCalls: ToolCall[] = [];
 
   constructor(private readonly options: ChoiceOptions) {
@@ -83,11 +87,28 @@ export class CompletionChoice {
     return taken;
   }
 
+  /** Token ids generated since the last call, end-of-turn tokens included (`return_token_ids` streams them). */
+  takeTokenIds(): number[] {
+    const taken = this.tokens.slice(this.tokenIdsTaken).map((t) => t.id);
+    this.tokenIdsTaken = this.tokens.length;
+    return taken;
+  }
+
   finishReason(result: GenerateResult): OpenAiFinishReason {
     if (this.toolCalls.length > 0) return 'tool_calls';
     // A stop string found by our own scan (text level) also ends the answer normally.
     if (result.finishReason === 'length' && !this.output.stopped) return 'length';
     return 'stop';
+  }
+
+  /** How many generated tokens were reasoning: those up to the one whose text ended the think block. */
+  get reasoningTokens(): number {
+    return this.reasoning.trim() === '' ? 0 : this.tokensThroughReasoning;
+  }
+
+  /** The stop string that ended the answer, or null. */
+  get stopString(): string | null {
+    return this.output.stopString;
   }
 
   /** The assistant message as the client receives it (and the tracker records it). */
@@ -106,7 +127,10 @@ export class CompletionChoice {
   private accept(events: OutputEvent[]): OutputEvent[] {
     for (const event of events) {
       if (event.type === 'content') this.content += event.text;
-      else if (event.type === 'reasoning') this.reasoning += event.text;
+      else if (event.type === 'reasoning') {
+        this.reasoning += event.text;
+        this.tokensThroughReasoning = this.tokens.length;
+      }
       else this.toolCalls.push(event.call);
     }
     return events;

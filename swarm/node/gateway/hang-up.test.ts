@@ -97,3 +97,36 @@ it('counts a call whose client hung up mid-stream, records no call for it, and k
   expect(getCalls(runtime.db, episode.episodeId)).toHaveLength(1);
   expect(getEpisode(runtime.db, episode.episodeId)).toMatchObject({ teamId: 'team-7', cancelledCalls: 1 });
 });
+
+/** Reads a server-sent event stream until a frame of `type` arrives, then hangs up. */
+async function hangUpAfter(url: string, apiKey: string, body: unknown, type: string): Promise<void> {
+  const hangUp = new AbortController();
+  const res = await fetch(url, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+    signal: hangUp.signal,
+  });
+  expect(res.status).toBe(200);
+  const reader = res.body!.getReader();
+  const decoder = new TextDecoder();
+  let seen = '';
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) throw new Error(`the stream ended before a ${type} event`);
+    seen += decoder.decode(value, { stream: true });
+    if (seen.includes(`event: ${type}\n`)) break;
+  }
+  hangUp.abort();
+}
+
+it.each([
+  ['Messages', '/v1/messages', { max_tokens: 300, stream: true }, 'content_block_delta'],
+  ['Responses', '/v1/responses', { max_output_tokens: 300, stream: true }, 'response.output_text.delta'],
+])('counts a %s stream whose client hung up mid-answer, and records no call for it', async (_api, path, extra, type) => {
+  const episode = (await swarmPost('/episodes', { model: 'random', taskId: 'long-answers', kind: 'eval', sampling: { temperature: 0 } })) as unknown as CreateEpisodeResponse;
+  const conversation = path === '/v1/messages' ? { messages: request.messages } : { input: request.messages };
+  await hangUpAfter(`http://127.0.0.1:${runtime.port}${path}`, episode.apiKey, { model: 'random', ...conversation, ...extra }, type);
+  await vi.waitFor(() => expect(getEpisode(runtime.db, episode.episodeId)!.cancelledCalls).toBe(1));
+  expect(getCalls(runtime.db, episode.episodeId)).toHaveLength(0);
+});

@@ -50,6 +50,12 @@ export class OutputStream {
     return this.stopAt >= 0;
   }
 
+  /** The stop string that ended the output (Anthropic names it in `stop_sequence`), or null. */
+  get stopString(): string | null {
+    return this.stopAt >= 0 ? this.matchedStop : null;
+  }
+  private matchedStop: string | null = null;
+
   push(delta: string): OutputEvent[] {
     if (this.mode === 'stopped' || delta === '') return [];
     // Held-back text always contains any partial stop string, so searching the buffer is enough.
@@ -78,7 +84,10 @@ export class OutputStream {
     let first = -1;
     for (const stop of this.options.stopStrings) {
       const at = text.indexOf(stop, Math.max(0, from - stop.length + 1));
-      if (at >= 0 && (first < 0 || at < first)) first = at;
+      if (at >= 0 && (first < 0 || at < first)) {
+        first = at;
+        this.matchedStop = stop;
+      }
     }
     return first;
   }

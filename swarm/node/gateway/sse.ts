@@ -20,6 +20,8 @@ export class SseWriter {
   constructor(
     private readonly res: ServerResponse,
     private readonly identity: SseIdentity,
+    /** `return_token_ids`: the prompt's ids on the first chunk, each choice's new ids on its chunks (vLLM's fields). */
+    private readonly options: { tokenIds?: boolean } = {},
   ) {
     res.writeHead(200, {
       'content-type': 'text/event-stream; charset=utf-8',
@@ -30,11 +32,12 @@ export class SseWriter {
     res.flushHeaders();
   }
 
-  roleChunk(index: number): void {
-    this.chunk([{ index, delta: { role: 'assistant', content: '' }, logprobs: null, finish_reason: null }]);
+  roleChunk(index: number, promptTokenIds?: readonly number[]): void {
+    const prompt = this.options.tokenIds && promptTokenIds ? { prompt_token_ids: promptTokenIds } : {};
+    this.write({ ...this.head(), ...prompt, choices: [{ index, delta: { role: 'assistant', content: '' }, logprobs: null, finish_reason: null }] });
   }
 
-  choiceEvent(index: number, event: OutputEvent, logprobs: LogprobEntry[]): void {
+  choiceEvent(index: number, event: OutputEvent, logprobs: LogprobEntry[], tokenIds: number[] = []): void {
     let delta: Record<string, unknown>;
     if (event.type === 'content') delta = { content: event.text };
     else if (event.type === 'reasoning') delta = { reasoning_content: event.text };
@@ -43,14 +46,14 @@ export class SseWriter {
       this.toolCallCounts.set(index, callIndex + 1);
       delta = { tool_calls: [{ index: callIndex, id: event.call.id, type: 'function', function: event.call.function }] };
     }
-    this.chunk([{ index, delta, logprobs: logprobs.length ? { content: logprobs, refusal: null } : null, finish_reason: null }]);
+    this.chunk([{ index, delta, logprobs: logprobs.length ? { content: logprobs, refusal: null } : null, finish_reason: null, ...this.ids(tokenIds) }]);
   }
 
-  finishChunk(index: number, reason: OpenAiFinishReason, logprobs: LogprobEntry[]): void {
-    this.chunk([{ index, delta: {}, logprobs: logprobs.length ? { content: logprobs, refusal: null } : null, finish_reason: reason }]);
+  finishChunk(index: number, reason: OpenAiFinishReason, logprobs: LogprobEntry[], tokenIds: number[] = []): void {
+    this.chunk([{ index, delta: {}, logprobs: logprobs.length ? { content: logprobs, refusal: null } : null, finish_reason: reason, ...this.ids(tokenIds) }]);
   }
 
-  usageChunk(usage: { prompt_tokens: number; completion_tokens: number; total_tokens: number }): void {
+  usageChunk(usage: { prompt_tokens: number; completion_tokens: number; total_tokens: number; prompt_tokens_details?: { cached_tokens: number } }): void {
     this.write({ ...this.head(), choices: [], usage });
   }
 
@@ -64,6 +67,10 @@ export class SseWriter {
 
   done(): void {
     if (!this.res.destroyed) this.res.end('data: [DONE]\n\n');
+  }
+
+  private ids(tokenIds: number[]) {
+    return this.options.tokenIds ? { token_ids: tokenIds } : {};
   }
 
   private head() {

@@ -8,12 +8,14 @@ import { createServer, STATUS_CODES, type IncomingMessage, type Server, type Ser
 import type { Duplex } from 'node:stream';
 import { isDiskFullError } from '../atomic-file.ts';
 import { HostPolicy, parseRequestTarget } from './edge.ts';
+import { anthropicErrorType } from '../../common/anthropic-api.ts';
 import { HttpError, insufficientStorage } from './errors.ts';
 import type { Router } from './router.ts';
 import { createStaticHandler } from './static.ts';
 import type { Logger } from '../log.ts';
 
-export type ErrorShape = 'api' | 'openai';
+/** How a mount's errors are rendered: the control API's, OpenAI's (/v1), or Anthropic's (/v1/messages). */
+export type ErrorShape = 'api' | 'openai' | 'anthropic';
 
 export interface Mount {
   prefix: string;
@@ -137,7 +139,8 @@ export function toHttpError(err: unknown): HttpError {
   return new HttpError(500, 'InternalError', 'internal error; the peer log has the details', { code: 'internal_error' });
 }
 
-function sendError(res: ServerResponse, shape: ErrorShape, err: unknown, log: Logger) {
+/** Renders a thrown value as the error answer of `shape` (handlers that answer for another API's clients use it too). */
+export function sendError(res: ServerResponse, shape: ErrorShape, err: unknown, log: Logger) {
   const httpError = toHttpError(err);
   if (!(err instanceof HttpError)) log.error('request failed', { error: String((err as Error)?.stack ?? err) });
   if (res.headersSent) {
@@ -146,7 +149,9 @@ function sendError(res: ServerResponse, shape: ErrorShape, err: unknown, log: Lo
     return;
   }
   const body =
-    shape === 'openai'
+    shape === 'anthropic'
+      ? { type: 'error', error: { type: anthropicErrorType(httpError.status), message: httpError.message } }
+      : shape === 'openai'
       ? {
           error: {
             message: httpError.message,

@@ -109,6 +109,8 @@ export async function startServing(ctx: PeerContext, init: ServingInit): Promise
     gatewayRouter: gateway.router,
     routes,
     mounts: [
+      // The Messages API answers every error in Anthropic's shape, the server's own refusals included.
+      { prefix: '/v1/messages', router: gateway.router, errorShape: 'anthropic' },
       { prefix: '/v1', router: gateway.router, errorShape: 'openai' },
       { prefix: '/swarm', router: swarmRouter, errorShape: 'api' },
     ],

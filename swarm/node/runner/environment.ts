@@ -26,7 +26,8 @@ export async function inWorkDir<T>(root: string, fn: (workDir: string) => Promis
 }
 
 /**
- * The script's whole environment. A single-model script gets OPENAI_BASE_URL, OPENAI_API_KEY, AGENTJET_MODEL and
+ * The script's whole environment. A single-model script gets OPENAI_BASE_URL, OPENAI_API_KEY (and the same episode as
+ * ANTHROPIC_BASE_URL, the origin, and ANTHROPIC_API_KEY for Anthropic's clients), AGENTJET_MODEL and
  * AGENTJET_EPISODE_ID; a team gets them once per role with the role as suffix (`OPENAI_API_KEY_PROPOSER`) and
  * AGENTJET_ROLES listing the roles.
  */
@@ -46,6 +47,9 @@ export function scriptEnv(workDir: string, spec: EpisodeSpec, episodes: RoleEpis
     const suffix = team ? `_${role.toUpperCase()}` : '';
     env[`OPENAI_BASE_URL${suffix}`] = episode.baseUrl;
     env[`OPENAI_API_KEY${suffix}`] = episode.apiKey;
+    // Anthropic's clients append /v1/messages to their base URL: they take the origin.
+    env[`ANTHROPIC_BASE_URL${suffix}`] = episode.baseUrl.replace(/\/v1\/?$/, '');
+    env[`ANTHROPIC_API_KEY${suffix}`] = episode.apiKey;
     env[`AGENTJET_MODEL${suffix}`] = episode.model;
     env[`AGENTJET_EPISODE_ID${suffix}`] = episode.episodeId;
   }

@@ -216,7 +216,7 @@ print(json.dumps({"reward": 0}))
     expect(seen.identity).toMatch(/^DENIED/);
     expect(seen.control).toMatch(/^DENIED/);
     const names = Object.keys(seen.env).filter((k) => !['PWD', 'SHLVL', '_', 'LC_CTYPE'].includes(k));
-    for (const name of names) expect(name).toMatch(/^(PATH|LANG|HOME|TMPDIR|PYTHONUNBUFFERED|PYTHONDONTWRITEBYTECODE|AGENTJET_[A-Z_]+|OPENAI_[A-Z_]+)$/);
+    for (const name of names) expect(name).toMatch(/^(PATH|LANG|HOME|TMPDIR|PYTHONUNBUFFERED|PYTHONDONTWRITEBYTECODE|AGENTJET_[A-Z_]+|OPENAI_[A-Z_]+|ANTHROPIC_[A-Z_]+)$/);
     const text = JSON.stringify(seen.env);
     expect(text).not.toContain(server.token);
     const neighbourKey = runner.runs('neighbour')[0].stdout.split('\n')[0].trim();
