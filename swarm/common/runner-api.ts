@@ -142,6 +142,11 @@ export const runAbortCodeSchema = z.enum([
   'replaced',
   'detached',
   'runner_stopped',
+  /**
+   * Not the script's fault either: its episode's server went away during the run (a swarm peer that stopped or
+   * dropped), so the script's calls failed; not counted by the circuit breaker.
+   */
+  'server_gone',
 ]);
 export type RunAbortCode = z.infer<typeof runAbortCodeSchema>;
 

@@ -91,6 +91,29 @@ describe('refused starts', () => {
   });
 });
 
+describe("a server that goes away mid-run", () => {
+  it("fails the script's calls, yet counts as server_gone, not as the script's failure: the breaker stays shut", async () => {
+    const { double, runner } = await setupWithDouble();
+    // The episode's server vanishes while the script runs; its call fails, and so does the script.
+    double.events.on('begin', () => {
+      for (const id of double.episodes.keys()) double.serverGone.add(id);
+    });
+    await attachInline(runner, 'stranded', 'fail.mjs', 'process.exit(3);', { tasks: tasks(3), concurrency: 1, maxConsecutiveFailures: 1 });
+    const status = await runner.settled('stranded');
+    expect(status.state).toBe('finished');
+    expect(status.counts).toMatchObject({ started: 3, aborted: 3, consecutiveFailures: 0 });
+    expect(runner.runs('stranded').map((r) => r.code)).toEqual(['server_gone', 'server_gone', 'server_gone']);
+  });
+
+  it("a script that fails on its own still trips the breaker", async () => {
+    const { runner } = await setupWithDouble();
+    await attachInline(runner, 'broken', 'fail.mjs', 'process.exit(3);', { tasks: tasks(3), concurrency: 1, maxConsecutiveFailures: 1 });
+    const status = await runner.settled('broken');
+    expect(status.state).toBe('broken');
+    expect(runner.runs('broken').map((r) => r.code)).toEqual(['script_failed']);
+  });
+});
+
 describe('Retry-After', () => {
   it('reads seconds and HTTP dates; anything else is no header', () => {
     const now = Date.parse('2026-01-01T00:00:00Z');

@@ -18,6 +18,8 @@ import { parseResultLine, processFailure, rewardFromModule, rewardsPerRole, type
 import { launchCommand, nodeRuntimeEnv } from './script.ts';
 import type { EpisodeSpec } from './tasks.ts';
 
+/** The error the swarm's relay answers for an episode whose server peer is gone (p2p/errors.ts peerGone). */
+const SERVER_GONE_ERROR = 'PeerGoneError';
 /** The episode API takes abort reasons up to this long (swarm-api's abortEpisodeRequestSchema). */
 const ABORT_REASON_CHARS = 2000;
 
@@ -78,9 +80,16 @@ export async function runEpisode(
       startedAt,
       endedAt: new Date().toISOString(),
     });
-  const abortAll = async (members: RoleEpisode[], reason: string) => {
+  /** Aborts the members; true when one of them had lost its server (the episode API says its peer is gone). */
+  const abortAll = async (members: RoleEpisode[], reason: string): Promise<boolean> => {
     const results = await Promise.allSettled(members.map((m) => ctx.api.abort(client.name, m.episode.episodeId, reason.slice(0, ABORT_REASON_CHARS))));
-    for (const r of results) if (r.status === 'rejected') ctx.log?.warn('abort refused', { client: client.name, error: String(r.reason) });
+    let serverGone = false;
+    for (const r of results) {
+      if (r.status === 'fulfilled') continue;
+      if (r.reason instanceof EpisodeApiError && r.reason.errorName === SERVER_GONE_ERROR) serverGone = true;
+      else ctx.log?.warn('abort refused', { client: client.name, error: String(r.reason) });
+    }
+    return serverGone;
   };
 
   // 1. One episode per role; a team's share a team id.
@@ -140,10 +149,12 @@ export async function runEpisode(
       : parseResultLine(proc.lastLine);
   const rewards = outcome.ok ? rewardsPerRole(outcome.result, roles.map(([r]) => r), team) : outcome;
   if (!outcome.ok || !rewards.ok) {
-    const abort = !outcome.ok ? outcome.abort : (rewards as { ok: false; abort: RunAbort }).abort;
-    await abortAll(episodes, abort.reason);
+    const failed = !outcome.ok ? outcome.abort : (rewards as { ok: false; abort: RunAbort }).abort;
+    // A script whose server went away mid-run failed because its calls did: that is the swarm's, not the script's.
+    const serverGone = await abortAll(episodes, failed.reason);
+    const abort: RunAbort = serverGone ? { code: 'server_gone', reason: `its episode's server went away during the run (${failed.reason})` } : failed;
     record({ status: 'aborted', abort }, proc);
-    return { kind: 'failed', abort };
+    return serverGone ? { kind: 'aborted', abort } : { kind: 'failed', abort };
   }
 
   // 4. Report: every member of a team ends, or (when one cannot) all the others abort with the reason.

@@ -67,6 +67,9 @@ export class EpisodeApiDouble {
     return `${this.url}/swarm/v1`;
   }
 
+  /** Episodes whose server peer is "gone": their end and abort answer 502 PeerGoneError, as the relay does. */
+  readonly serverGone = new Set<string>();
+
   /** The next `count` begins fail so. */
   failBegins(count: number, failure: BeginFailure): void {
     this.failures.push({ failure, count });
@@ -99,6 +102,8 @@ export class EpisodeApiDouble {
       if (!parsed.success) return send(res, 400, { error: { name: 'InvalidRequestError', message: parsed.error.issues[0].message } });
       const episode = this.episodes.get(decodeURIComponent(m[1]));
       if (!episode) return send(res, 404, { error: { name: 'NotFoundError', message: 'no such episode' } });
+      // What the swarm's relay answers once an episode's server peer is gone (p2p/errors.ts peerGone).
+      if (this.serverGone.has(episode.id)) return send(res, 502, { error: { name: 'PeerGoneError', message: `the server peer hosting ${episode.id} is gone` } });
       if (episode.state !== 'active') return send(res, 409, { error: { name: 'ConflictError', message: `episode ${episode.id} is ${episode.state}` } });
       if ('reward' in parsed.data) {
         episode.state = 'ended';
