@@ -16,6 +16,7 @@ import { PeerRuntime, type PeerOptions } from '../runtime.ts';
 import { startRuntimeProcess, type RuntimeProcess } from '../p2p/testing/runtime-processes.ts';
 import { getEpisode } from '../store/episodes.ts';
 import { PEER_RESTARTED } from '../store/episode-recovery.ts';
+import { policyRestoreRows, trainEpisodeRows } from '../store/testing/inspect.ts';
 import { listTrainSteps, stepsOfEpisode, trainStepEpisodes } from '../store/train-steps.ts';
 import { CHECKPOINT_META, checkpointsDir, readCheckpointWeights } from './checkpoints.ts';
 import { chatOnce, killHard, listenSteps, runSeededEpisode, startSeededEpisode } from './testing/process-agent.ts';
@@ -47,12 +48,12 @@ function same(a: NamedTensors, b: NamedTensors): boolean {
 }
 
 function policyRestores(db: Database): { policy_version: number; checkpoint_step: number }[] {
-  return db.prepare("SELECT policy_version, checkpoint_step FROM policy_restores WHERE model = 'tiny' ORDER BY policy_version").all() as { policy_version: number; checkpoint_step: number }[];
+  return policyRestoreRows(db, 'tiny');
 }
 
 /** The invariant over every acknowledged (ended, rewarded) train episode of the model, and no active row. */
 function expectConsistent(db: Database, queued: ReadonlySet<string>): void {
-  const rows = db.prepare("SELECT id, state, abort_reason FROM episodes WHERE model = 'tiny' AND kind = 'train'").all() as { id: string; state: string; abort_reason: string | null }[];
+  const rows = trainEpisodeRows(db, 'tiny');
   for (const row of rows) {
     const steps = stepsOfEpisode(db, row.id);
     if (row.state === 'trained') expect(steps, row.id).toHaveLength(1);

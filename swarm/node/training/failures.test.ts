@@ -13,8 +13,8 @@ import { afterEach, describe, expect, it } from 'vitest';
 import type { TrainStepSummary } from '../../common/api.ts';
 import type { NamedTensors } from '../../../worker/common/engine.ts';
 import { PeerRuntime } from '../runtime.ts';
-import { decodeInt32, encodeInt32 } from '../store/blobs.ts';
 import { getEpisode } from '../store/episodes.ts';
+import { corruptLastTimelineToken } from '../store/testing/inspect.ts';
 import { listTrainSteps, trainStepEpisodes } from '../store/train-steps.ts';
 import { checkpointsDir, latestCheckpoint } from './checkpoints.ts';
 import { get, post, runEpisode } from './testing/peer-agent.ts';
@@ -62,10 +62,7 @@ describe('training failures', () => {
       const loop = runtime.training.loop('tiny');
       const before = await model.engine.getWeights();
       const ids = [await runEpisode(runtime, 'task-a', 1)];
-      const row = db.prepare('SELECT tokens FROM timelines WHERE episode_id = ? AND idx = 0').get(ids[0]) as { tokens: Buffer };
-      const tokens = decodeInt32(row.tokens);
-      tokens[tokens.length - 1] = NOT_A_TOKEN;
-      db.prepare('UPDATE timelines SET tokens = ? WHERE episode_id = ? AND idx = 0').run(encodeInt32(tokens), ids[0]);
+      corruptLastTimelineToken(db, ids[0], NOT_A_TOKEN);
       for (const [task, reward] of BATCH.slice(1)) ids.push(await runEpisode(runtime, task, reward));
       await loop.whenSettled();
 

@@ -8,6 +8,7 @@
 import '../../../../p2p/polyfill.ts';
 import { PeerRuntime } from '../../runtime.ts';
 import type { ChildReady, ChildRequest, ChildSnapshot } from './peer.ts';
+import { episodesByState, tableCounts } from '../../store/testing/inspect.ts';
 
 /** Only the first few crash reasons travel back: enough to route the bug, bounded however many there are. */
 const MAX_CRASH_REASONS = 16;
@@ -49,23 +50,21 @@ runtime.log.onEntry((entry) => {
   if (errorLines.length > MAX_ERROR_LINES) errorLines.shift();
 });
 
-const count = (sql: string) => (runtime.db.prepare(sql).get() as { n: number }).n;
-
 function snapshot(): ChildSnapshot {
   const status = runtime.status();
-  const episodes = runtime.db.prepare('SELECT state, COUNT(*) AS n FROM episodes GROUP BY state ORDER BY state').all() as { state: string; n: number }[];
+  const counts = tableCounts(runtime.db);
   return {
     crashes,
     crashReasons: [...crashReasons],
     errorLines: [...errorLines],
     state: {
-      episodesByState: Object.fromEntries(episodes.map((e) => [e.state, e.n])),
-      calls: count('SELECT COUNT(*) AS n FROM calls'),
-      timelines: count('SELECT COUNT(*) AS n FROM timelines'),
-      trainSteps: count('SELECT COUNT(*) AS n FROM train_steps'),
-      clientScripts: count('SELECT COUNT(*) AS n FROM client_scripts'),
-      clientRuns: count('SELECT COUNT(*) AS n FROM client_runs'),
-      clientKeys: count('SELECT COUNT(*) AS n FROM client_keys'),
+      episodesByState: episodesByState(runtime.db),
+      calls: counts.calls,
+      timelines: counts.timelines,
+      trainSteps: counts.train_steps,
+      clientScripts: counts.client_scripts,
+      clientRuns: counts.client_runs,
+      clientKeys: counts.client_keys,
       activeEpisodes: runtime.serving.episodes.activeCount,
       status: {
         storeEpisodes: status.store.episodes,
