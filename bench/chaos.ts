@@ -9,15 +9,16 @@
  *
  * One function per section returns its figures: http and decoders (the fuzzing), sigkill (SIGKILL at random points
  * of the training loop, the crash-consistency invariant after every restart), sandbox (hostile agents against the
- * runner's isolation), disk (a full disk under a running peer) and backpressure (refused starts while a server is
- * busy). Targets: crashes 0, status_5xx 0, state_changes_from_rejected 0, acked_lost 0, acked_untrained_unmarked 0,
+ * runner's isolation), disk (a full disk under a running peer), backpressure (refused starts while a server is
+ * busy) and restart (a swarm's server killed and started again: its client resumes by itself). Targets: crashes 0, status_5xx 0, state_changes_from_rejected 0, acked_lost 0, acked_untrained_unmarked 0,
  * double_trained 0, version_regressions 0, sandbox_escapes 0 (with bubblewrap), disk_full_crash false,
- * refused_starts_per_s_max ≤ 1 per client per Retry-After.
+ * refused_starts_per_s_max ≤ 1 per client per Retry-After, client_resumed_after_server_restart (within 10 s).
  */
 import { parseArgs } from 'node:util';
 import { runHostileAgents } from '../swarm/node/runner/testing/hostile/index.ts';
 import { runBackPressureChaos } from '../swarm/node/testing/chaos/back-pressure.ts';
 import { runDiskFullChaos } from '../swarm/node/testing/chaos/disk-full.ts';
+import { runServerRestartChaos } from '../swarm/node/testing/chaos/server-restart.ts';
 import { runSigkillChaos } from '../swarm/node/testing/chaos/sigkill.ts';
 import { runDecoderFuzz } from '../swarm/node/testing/fuzz/decoders.ts';
 import { runHttpFuzz } from '../swarm/node/testing/fuzz/http-fuzz.ts';
@@ -95,6 +96,7 @@ const SECTIONS: Record<string, Section> = {
   sandbox: async () => ({ ...(await runHostileAgents()) }),
   disk: async () => ({ ...(await runDiskFullChaos()) }),
   backpressure: async () => ({ ...(await runBackPressureChaos()) }),
+  restart: async () => ({ ...(await runServerRestartChaos()) }),
 };
 
 export default async function chaosBench(ctx: BenchContext) {

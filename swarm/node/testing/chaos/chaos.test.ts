@@ -1,11 +1,13 @@
 /**
  * The chaos sections of `npm run bench -- chaos`, bounded for the suite: a full disk under a running peer (where a
  * tmpfs can be mounted), refused starts under back-pressure, and — in the long variant (AGENTJET_FUZZ_LONG=1) —
- * SIGKILLs at random points of the train loop with the invariant checked after each restart.
+ * SIGKILLs at random points of the train loop with the invariant checked after each restart, and a swarm's server
+ * killed and started again under a working client.
  */
 import { describe, expect, it } from 'vitest';
 import { runBackPressureChaos } from './back-pressure.ts';
 import { runDiskFullChaos } from './disk-full.ts';
+import { runServerRestartChaos } from './server-restart.ts';
 import { runSigkillChaos } from './sigkill.ts';
 
 const LONG = process.env.AGENTJET_FUZZ_LONG === '1';
@@ -29,5 +31,9 @@ describe('chaos', () => {
     expect(figures.sigkills).toBe(10);
     expect(figures.acked_ends).toBeGreaterThan(0);
     expect(figures).toMatchObject({ acked_lost: 0, acked_untrained_unmarked: 0, double_trained: 0, version_regressions: 0 });
+  });
+
+  it.runIf(LONG)("a swarm's server killed and started again: its client resumes by itself, its breaker shut", { timeout: 300_000 }, async () => {
+    expect(await runServerRestartChaos()).toMatchObject({ client_resumed_after_server_restart: true, client_breaker_tripped: false });
   });
 });
