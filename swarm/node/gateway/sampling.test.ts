@@ -4,8 +4,11 @@
  * undefined; the stop-string scan then killed the engine thread and every later call answered 500.
  */
 import { describe, expect, it } from 'vitest';
-import type { ChatCompletionRequest } from './chat-request.ts';
-import { samplingFor, type SamplingContext } from './sampling.ts';
+import { chatSampling, type ChatCompletionRequest } from './chat-request.ts';
+import { clientSamplingFor, type SamplingContext } from './sampling.ts';
+
+/** A chat-completions request's sampling, as the gateway computes it. */
+const samplingFor = (req: ChatCompletionRequest, ctx: SamplingContext, sampleIndex: number) => clientSamplingFor(chatSampling(req), ctx, sampleIndex);
 
 const request = (temperature: number): ChatCompletionRequest => ({ model: 'tiny', messages: [{ role: 'user', content: 'hi' }], temperature });
 const evalContext: SamplingContext = { kind: 'eval', episode: {}, stopTokenIds: [], roomLeft: 100 };

@@ -8,7 +8,6 @@
  */
 import type { SamplingParams } from '../../../worker/common/engine.ts';
 import type { EpisodeSampling } from '../../common/swarm-api.ts';
-import { chatSampling, type ChatCompletionRequest } from './chat-request.ts';
 
 /** Default answer length when neither the request nor the episode sets one: a long tool-using turn. */
 export const DEFAULT_MAX_TOKENS = 1024;
@@ -40,11 +39,6 @@ export interface ClientSampling {
   /** Alternatives reported per token; 0 when logprobs are not asked for. */
   topLogprobs?: number;
   stopStrings: string[];
-}
-
-/** A chat-completions request's sampling (see toCallRequest). */
-export function samplingFor(req: ChatCompletionRequest, ctx: SamplingContext, sampleIndex: number): SamplingParams {
-  return clientSamplingFor(chatSampling(req), ctx, sampleIndex);
 }
 
 /** The sampling of a request of any gateway API. */

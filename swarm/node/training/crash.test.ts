@@ -19,7 +19,7 @@ import { PEER_RESTARTED } from '../store/episode-recovery.ts';
 import { policyRestoreRows, trainEpisodeRows } from '../store/testing/inspect.ts';
 import { listTrainSteps, stepsOfEpisode, trainStepEpisodes } from '../store/train-steps.ts';
 import { CHECKPOINT_META, checkpointsDir, readCheckpointWeights } from './checkpoints.ts';
-import { chatOnce, killHard, listenSteps, runSeededEpisode, startSeededEpisode } from './testing/process-agent.ts';
+import { chatOnce, listenSteps, runSeededEpisode, startSeededEpisode } from './testing/process-agent.ts';
 import { runEpisode } from './testing/peer-agent.ts';
 
 const TRAINING = { batchTasks: 2, groupSize: 2, checkpointEvery: 2, maxPolicyLag: 10, train: { learningRate: 1e-3 } };
@@ -29,7 +29,7 @@ const RESTARTED = { ...TRAINING, batchTasks: 4 };
 const folders: string[] = [];
 const peers: RuntimeProcess[] = [];
 afterEach(async () => {
-  for (const peer of peers.splice(0)) await killHard(peer);
+  for (const peer of peers.splice(0)) await peer.kill();
   for (const dir of folders.splice(0)) rmSync(dir, { recursive: true, force: true });
 });
 
@@ -85,7 +85,7 @@ describe('a peer killed between checkpoints', () => {
     const inFlight = await startSeededEpisode(peer, 'task-e', 902);
     await chatOnce(inFlight, [{ role: 'user', content: 'hello' }]);
     events.close();
-    await killHard(peer);
+    await peer.kill();
     expect(existsSync(join(ckptDir, 'step-2', CHECKPOINT_META))).toBe(true);
     expect(existsSync(join(ckptDir, 'step-3'))).toBe(false);
     // The moment between a checkpoint's rename and its step's record: step 4's checkpoint, no step 4.

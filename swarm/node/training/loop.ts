@@ -281,6 +281,7 @@ export class TrainingLoop {
         naiveTokens: groups.reduce((sum, g) => sum + g.episodes.reduce((a, e) => a + e.naiveTokens, 0), 0),
         metrics: stepMetrics,
         checkpoint: null,
+        revertedAt: null,
       };
       const last = config.maxSteps > 0 && step >= config.maxSteps;
       // Commit order (module comment): checkpoint, then the step's record, then the new version goes out.

@@ -14,7 +14,7 @@ import type { NamedTensors } from '../../../worker/common/engine.ts';
 import type { PeerOptions } from '../runtime.ts';
 import { startRuntimeProcess, type RuntimeProcess } from '../p2p/testing/runtime-processes.ts';
 import { checkpointsDir, OPTIMIZER_FILE, readCheckpointMeta, readCheckpointWeights } from './checkpoints.ts';
-import { killHard, listenSteps, runSeededEpisode } from './testing/process-agent.ts';
+import { listenSteps, runSeededEpisode } from './testing/process-agent.ts';
 
 const STEPS = 4;
 const KILL_AFTER = 2;
@@ -26,7 +26,7 @@ const DIFFERENT_WEIGHTS = 1e-4;
 const folders: string[] = [];
 const peers: RuntimeProcess[] = [];
 afterEach(async () => {
-  for (const peer of peers.splice(0)) await killHard(peer);
+  for (const peer of peers.splice(0)) await peer.kill();
   for (const dir of folders.splice(0)) rmSync(dir, { recursive: true, force: true });
 });
 
@@ -77,7 +77,7 @@ async function killedRun(between: (dataDir: string) => void = () => {}): Promise
   const dataDir = tempDir('agentjet-resume-killed-');
   const first = await startPeer(dataDir);
   for (let step = 1; step <= KILL_AFTER; step++) await trainStep(first, step);
-  await killHard(first);
+  await first.kill();
   between(dataDir);
   const second = await startPeer(dataDir);
   const state = await second.get<{ step: number; policyVersion: number; status: string }>('/api/models/tiny/training');

@@ -15,6 +15,8 @@ export interface RuntimeProcess extends RuntimeReady {
   post(path: string, body: unknown): Promise<{ status: number; body: Record<string, unknown> }>;
   /** Ask the runtime to stop, and wait for the process to exit (killed if it takes too long). */
   stop(): Promise<void>;
+  /** SIGKILL: no stop, no final write; resolves once the process is gone. */
+  kill(): Promise<void>;
 }
 
 export async function startRuntimeProcess(options: PeerOptions): Promise<RuntimeProcess> {
@@ -37,6 +39,11 @@ export async function startRuntimeProcess(options: PeerOptions): Promise<Runtime
     async post(path, body) {
       const res = await fetch(`${base}${path}`, { method: 'POST', headers, body: JSON.stringify(body) });
       return { status: res.status, body: (await res.json()) as Record<string, unknown> };
+    },
+    async kill() {
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      child.kill('SIGKILL');
+      await exited;
     },
     async stop() {
       if (child.exitCode !== null || child.signalCode !== null) return;

@@ -61,13 +61,6 @@ async function waitFor<T>(check: () => Promise<T | undefined>): Promise<T | unde
   return undefined;
 }
 
-async function killHard(peer: RuntimeProcess): Promise<void> {
-  if (peer.child.exitCode !== null || peer.child.signalCode !== null) return;
-  const exited = new Promise<void>((resolve) => peer.child.once('exit', () => resolve()));
-  peer.child.kill('SIGKILL');
-  await exited;
-}
-
 export async function runServerRestartChaos(): Promise<ServerRestartFigures> {
   const dirs = [mkdtempSync(join(tmpdir(), 'agentjet-chaos-server-')), mkdtempSync(join(tmpdir(), 'agentjet-chaos-client-'))];
   const swarmToken = createSwarmToken({ name: 'chaos-restart' });
@@ -108,7 +101,7 @@ export async function runServerRestartChaos(): Promise<ServerRestartFigures> {
     const runs = () => client.get<{ runs: ClientRunRecord[] }>('/api/clients/steady/runs').then((r) => r.runs);
     await waitFor(async () => ((await runs()).filter((r) => r.status === 'ended').length >= 3 ? true : undefined));
 
-    await killHard(server);
+    await server.kill();
     peers.splice(peers.indexOf(server), 1);
     server = await startRuntimeProcess(serverOptions);
     peers.push(server);

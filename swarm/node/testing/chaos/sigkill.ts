@@ -18,6 +18,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import WebSocket from 'ws';
+import { seededRandom } from '../../../../worker/common/random.ts';
 import type { ServerEvent, StatusPayload } from '../../../common/api.ts';
 import type { CreateEpisodeResponse } from '../../../common/swarm-api.ts';
 import { startRuntimeProcess, type RuntimeProcess } from '../../p2p/testing/runtime-processes.ts';
@@ -44,18 +45,6 @@ export interface SigkillFigures {
   version_regressions: number;
   steps_trained: number;
   sigkill_duration_s: number;
-}
-
-/** A seeded generator (mulberry32): the same seed kills at the same points of the agent's script. */
-function random(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
 }
 
 /** A model that updates answers begins with 503: the agent waits as a runner would, this many times at most. */
@@ -95,13 +84,6 @@ function watchVersions(peer: RuntimeProcess): { highest(): number; close(): void
   return { highest: () => highest, close: () => ws.terminate() };
 }
 
-async function killHard(peer: RuntimeProcess): Promise<void> {
-  if (peer.child.exitCode !== null || peer.child.signalCode !== null) return;
-  const exited = new Promise<void>((resolve) => peer.child.once('exit', () => resolve()));
-  peer.child.kill('SIGKILL');
-  await exited;
-}
-
 /**
  * One round: episodes of one task in twos (a GRPO group: rewards 0 and 1), the kill at the chosen moment. Returns
  * the ids whose end the peer acknowledged.
@@ -112,7 +94,7 @@ async function round(peer: RuntimeProcess, next: () => number, roundNo: number):
   const moment = Math.floor(next() * 3); // 0: after a step is announced, 1: during an end, 2: episodes in flight
   const delay = Math.floor(next() * MAX_KILL_DELAY_MS);
   let killing: Promise<void> | undefined;
-  const kill = () => (killing ??= new Promise<void>((resolve) => setTimeout(resolve, delay)).then(() => killHard(peer)));
+  const kill = () => (killing ??= new Promise<void>((resolve) => setTimeout(resolve, delay)).then(() => peer.kill()));
   const ws = new WebSocket(`ws://127.0.0.1:${peer.port}/api/events?token=${peer.token}`);
   ws.on('message', (data) => {
     if (moment === 0 && (JSON.parse(String(data)) as ServerEvent).type === 'train-step') void kill();
@@ -143,7 +125,8 @@ async function round(peer: RuntimeProcess, next: () => number, roundNo: number):
 
 export async function runSigkillChaos(options: { seed: number; kills: number; log?: (line: string) => void }): Promise<SigkillFigures> {
   const started = performance.now();
-  const next = random(options.seed);
+  // The same seed kills at the same points of the agent's script.
+  const next = seededRandom(options.seed);
   const dataDir = mkdtempSync(join(tmpdir(), 'agentjet-chaos-sigkill-'));
   const peerOptions: PeerOptions = {
     dataDir,

@@ -74,10 +74,3 @@ export function listenSteps(peer: RuntimeProcess): StepEvents {
   };
 }
 
-/** SIGKILL: no stop, no final write; resolves once the process is gone. */
-export async function killHard(peer: RuntimeProcess): Promise<void> {
-  if (peer.child.exitCode !== null || peer.child.signalCode !== null) return;
-  const exited = new Promise<void>((resolve) => peer.child.once('exit', () => resolve()));
-  peer.child.kill('SIGKILL');
-  await exited;
-}
