@@ -17,6 +17,7 @@
 export { createSwarmNode } from './node/node.ts';
 export type { SwarmNode, SwarmNodeOptions, SwarmLibp2p } from './node/node.ts';
 export { InvalidIdentityFileError, InvalidNodeOptionsError } from './node/errors.ts';
+export { SwarmKeyMismatchError, type SwarmKeyMismatch } from './node/swarm-key-check.ts';
 export { createSwarmToken, parseSwarmToken, generateSwarmKey, SWARM_TOKEN_PREFIX } from './swarm-token/token.ts';
 export type { SwarmToken, SwarmSecret } from './swarm-token/token.ts';
 export { InvalidSwarmTokenError } from './swarm-token/errors.ts';

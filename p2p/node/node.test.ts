@@ -9,7 +9,7 @@ const nodes = testNodes();
 afterEach(() => nodes.cleanup());
 
 /** How libp2p reports a connection that was refused or cut by the other side. */
-const CONNECTION_REFUSALS = ['UnexpectedEOFError', 'EncryptionFailedError', 'ConnectionClosedError', 'StreamResetError', 'ConnectionDeniedError', 'DialDeniedError', 'MuxerClosedError', 'StreamAbortedError'];
+const CONNECTION_REFUSALS = ['UnexpectedEOFError', 'EncryptionFailedError', 'SwarmKeyMismatchError', 'ConnectionClosedError', 'StreamResetError', 'ConnectionDeniedError', 'DialDeniedError', 'MuxerClosedError', 'StreamAbortedError'];
 
 describe('createSwarmNode', () => {
   it('keeps its peer id across restarts, in a key file only its owner can read', async () => {

@@ -47,6 +47,7 @@ import {
 } from './constants.ts';
 import { InvalidNodeOptionsError } from './errors.ts';
 import { loadOrCreatePrivateKey } from './identity.ts';
+import { withSwarmKeyCheck, type SwarmKeyMismatch } from './swarm-key-check.ts';
 
 export interface SwarmNodeOptions {
   /** Folder for the node's identity (and nothing else from p2p). */
@@ -65,6 +66,8 @@ export interface SwarmNodeOptions {
   weights?: WeightsInit;
   /** Protocol violations tolerated per peer before hanging up. */
   maxViolations?: number;
+  /** In a private swarm: a peer holds another swarm key (swarm-key-check.ts); the connection is refused either way. */
+  onKeyMismatch?: (mismatch: SwarmKeyMismatch) => void;
 }
 
 export type SwarmLibp2p = Libp2p<{ identify: Identify; ping: Ping; pubsub: GossipSub }>;
@@ -170,7 +173,14 @@ function libp2pOptions(options: SwarmNodeOptions, swarmName: string, privateKey:
     // Weight transfers are window-bound on a busy machine (throughput ≈ window / RTT): start streams with a
     // larger receive window than yamux's 256 KiB.
     streamMuxers: [yamux({ streamOptions: { initialStreamWindowSize: STREAM_WINDOW_BYTES, maxStreamWindowSize: MAX_STREAM_WINDOW_BYTES } })],
-    ...(options.swarm ? { connectionProtector: preSharedKey({ psk: swarmKeyToPsk(options.swarm.key), timeout: PNET_HANDSHAKE_TIMEOUT_MS }) } : {}),
+    ...(options.swarm
+      ? {
+          connectionProtector: withSwarmKeyCheck(
+            preSharedKey({ psk: swarmKeyToPsk(options.swarm.key), timeout: PNET_HANDSHAKE_TIMEOUT_MS }),
+            options.onKeyMismatch ?? (() => {}),
+          ),
+        }
+      : {}),
     ...(options.allowList ? { connectionGater: allowListGater(options.allowList) } : {}),
     connectionManager: {
       reconnectRetries: RECONNECT_RETRIES,

@@ -37,8 +37,24 @@ export interface P2pService extends ServiceHandle {
   peers(): SwarmPeer[];
 }
 
+/** Addresses whose key mismatch was already said: a peer with the wrong key redials for as long as it runs. */
+const REPORTED_MISMATCHES = 256;
+
 export async function startP2pService(ctx: PeerContext, deps: P2pDeps, settings: ResolvedP2p): Promise<P2pService> {
+  const mismatchLog = ctx.log.child({ service: 'p2p' });
+  const reported = new Set<string>();
   const node = await createSwarmNode({
+    onKeyMismatch: ({ direction, remoteAddress }) => {
+      const key = `${direction} ${remoteAddress.replace(/\/tcp\/\d+.*$/, '')}`;
+      if (reported.has(key) || reported.size >= REPORTED_MISMATCHES) return;
+      reported.add(key);
+      mismatchLog.warn(
+        direction === 'inbound'
+          ? 'a peer tried to join with another swarm key; it stays out (give it this swarm\'s token)'
+          : 'a swarm peer holds another swarm key; this peer cannot join it (check the swarm token)',
+        { remoteAddress },
+      );
+    },
     dataDir: ctx.paths.p2p,
     swarm: { name: settings.swarm.name, key: settings.swarm.key },
     bootstrap: settings.bootstrap,

@@ -205,7 +205,7 @@ describe('a client peer without models uses a server peer’s model through the 
     try {
       await expect(
         stranger.dial(server.p2p!.node.multiaddrs()[0], { signal: AbortSignal.timeout(10_000) }),
-      ).rejects.toMatchObject({ name: 'EncryptionFailedError' });
+      ).rejects.toMatchObject({ name: 'SwarmKeyMismatchError' });
       expect(stranger.connectedPeers()).not.toContain(server.p2p!.node.peerId);
       expect(stranger.presence.list()).toEqual([]);
     } finally {
