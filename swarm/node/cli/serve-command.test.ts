@@ -15,6 +15,9 @@ import { readConfigFile, type ConfigFileError } from './config-file.ts';
 import { listEpisodes } from '../store/episode-list.ts';
 import { getCalls, getTimelines } from '../store/episode-reads.ts';
 import { runCli, startPeerProcess } from '../cli/peer-process.ts';
+import { initWeights } from '../../../worker/model.ts';
+import { writeModelFolder } from '../../../worker/node/hf-folder.ts';
+import { tinyByteConfig } from '../../../worker/testing/configs.ts';
 
 const dirs: string[] = [];
 function tempDir() {
@@ -23,6 +26,17 @@ function tempDir() {
   return dir;
 }
 afterAll(() => dirs.forEach((dir) => rmSync(dir, { recursive: true, force: true })));
+
+describe('a model that cannot be served', () => {
+  it('whose weights load but whose tokenizer is missing: the peer says so and exits (its engine thread is closed)', async () => {
+    const folder = tempDir();
+    const config = tinyByteConfig();
+    // config.json and model.safetensors only: the engine starts, the tokenizer cannot load.
+    await writeModelFolder(folder, { config, tensors: initWeights(config, 3) });
+    const result = await runCli(['serve', '--model', folder, '--port', '0', '--data-dir', tempDir(), '--log-level', 'silent']);
+    expect(result.code).toBe(1);
+  });
+});
 
 describe('config files', () => {
   it('name the bad key and the reason', () => {
