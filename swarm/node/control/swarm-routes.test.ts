@@ -61,8 +61,25 @@ async function until(condition: () => Promise<boolean>, what: string) {
 
 let creatorDir: string;
 let creator: PeerRuntime;
-let joiner: PeerRuntime;
-let token: string;
+let joiner: PeerRuntime | undefined;
+let token: string | undefined;
+
+/** The creator's swarm token, the swarm created first when no test before this one did (each test runs alone too). */
+async function swarmToken(): Promise<string> {
+  if (!token) {
+    const created = await call<SwarmMembership>(creator, 'POST', '/swarm/create', { name: 'ui-lab' });
+    expect(created.status).toBe(200);
+    token = created.body.token!;
+  }
+  return token;
+}
+
+/** A second peer that knows where the creator listens and is in no swarm yet. */
+async function joinerPeer(): Promise<PeerRuntime> {
+  await swarmToken();
+  joiner ??= await startPeer(tempDir('joiner'), [creator.p2p!.node.multiaddrs()[0]]);
+  return joiner;
+}
 
 beforeAll(async () => {
   creatorDir = tempDir('creator');
@@ -100,7 +117,8 @@ describe('swarm membership routes', () => {
   });
 
   it('refuses a bad token with a 400 naming it, and changes nothing', async () => {
-    joiner = await startPeer(tempDir('joiner'), [creator.p2p!.node.multiaddrs()[0]]);
+    const joiner = await joinerPeer();
+    const token = await swarmToken();
     for (const bad of ['not-a-token', 'ajs1.e30', token.slice(0, -6)]) {
       const answer = await call<ApiErrorBody>(joiner, 'POST', '/swarm/join', { token: bad });
       expect(answer.status).toBe(400);
@@ -115,6 +133,8 @@ describe('swarm membership routes', () => {
   });
 
   it('joins with the token and sees the creator; leaves, and joins again in the same process', async () => {
+    const joiner = await joinerPeer();
+    const token = await swarmToken();
     const joined = await call<SwarmMembership>(joiner, 'POST', '/swarm/join', { token });
     expect(joined.body).toMatchObject({ joined: true, swarm: 'ui-lab', token });
     expect(readStoredSwarmToken(joiner.paths.p2p)).toBe(token);
@@ -159,7 +179,7 @@ describe('swarm membership routes', () => {
     const off = await PeerRuntime.start({ dataDir: tempDir('off'), port: 0, consoleLogLevel: 'silent', p2p: { enabled: false } });
     runtimes.push(off);
     expect((await call<SwarmMembership>(off, 'GET', '/swarm')).body).toMatchObject({ joined: false, disabled: true });
-    for (const [path, body] of [['/swarm/create', {}], ['/swarm/join', { token }]] as const) {
+    for (const [path, body] of [['/swarm/create', {}], ['/swarm/join', { token: await swarmToken() }]] as const) {
       const refused = await call<ApiErrorBody>(off, 'POST', path, body);
       expect(refused.status).toBe(409);
       expect(refused.body.error.name).toBe('P2pDisabledError');
@@ -168,6 +188,7 @@ describe('swarm membership routes', () => {
   });
 
   it('joins the stored swarm again at the next start', async () => {
+    const token = await swarmToken();
     const swarmName = creator.p2p!.node.swarmName;
     await creator.stop();
     const restarted = await startPeer(creatorDir);
