@@ -18,14 +18,15 @@
  */
 import { execFileSync } from 'node:child_process';
 import { randomInt } from 'node:crypto';
-import { accessSync, chownSync, constants as fsConstants, existsSync, lstatSync, readdirSync, readlinkSync, realpathSync, statSync } from 'node:fs';
+import { accessSync, constants as fsConstants, realpathSync, statSync } from 'node:fs';
 import { constants } from 'node:os';
-import { delimiter, dirname, join, sep } from 'node:path';
+import { delimiter, dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { RunnerIsolation, ScriptLimits } from '../../common/runner-api.ts';
 import { ScriptAttachError } from './errors.ts';
+import { chownTree, packagesOf, parents, pythonPrefixes, readOnly, systemMounts } from './sandbox-mounts.ts';
 import type { ProcessResult } from './process.ts';
-import { launchCommand, pythonExecutable, tsxLoaderUrl, type ScriptVersion } from './script.ts';
+import { launchCommand, tsxLoaderUrl, type ScriptVersion } from './script.ts';
 
 /**
  * Memory of each process when the client sets none: a runaway allocation fails inside the agent, not on the
@@ -54,18 +55,6 @@ const PROBE_TIMEOUT_MS = 10_000;
 export const SANDBOX_UID_BASE = 1_900_000_000;
 /** Slots for sandbox uids: far more than runs in flight, so that peers picking at random rarely share one. */
 const SANDBOX_UID_SLOTS = 65_536;
-
-/** The system's read-only parts a script's interpreter needs: programs, libraries, their data. */
-const SYSTEM_DIRS = ['/usr', '/bin', '/sbin', '/lib', '/lib32', '/lib64', '/libx32'];
-/**
- * What of /etc a script gets: name resolution, TLS roots, the dynamic linker's cache, time zone, the
- * alternatives links programs go through. Not the rest (the peer's machine configuration, shadow files).
- */
-const ETC_ENTRIES = [
-  'resolv.conf', 'hosts', 'host.conf', 'nsswitch.conf', 'gai.conf', 'services', 'protocols', 'ssl', 'ca-certificates',
-  'ca-certificates.conf', 'pki', 'crypto-policies', 'ld.so.cache', 'ld.so.conf', 'ld.so.conf.d', 'localtime',
-  'timezone', 'alternatives', 'mime.types', 'passwd', 'group',
-];
 
 export type NetworkMode = 'on' | 'none';
 
@@ -307,73 +296,6 @@ class Bubblewrap implements Sandbox {
     else paths.push(dirname(realpathSync(interpreter)));
     return paths;
   }
-}
-
-/** The node_modules folder a package's file lies in. */
-function packagesOf(file: string): string {
-  const at = file.lastIndexOf(`${sep}node_modules${sep}`);
-  return at < 0 ? dirname(file) : file.slice(0, at + `${sep}node_modules`.length);
-}
-
-let prefixes: string[] | undefined;
-/** Where the Python interpreter's own files are (its prefix, a venv's base): read-only in the sandbox. */
-function pythonPrefixes(): string[] {
-  prefixes ??= JSON.parse(
-    execFileSync(pythonExecutable(), ['-c', 'import sys, json; print(json.dumps([sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix]))'], { encoding: 'utf8' }),
-  ) as string[];
-  return [dirname(pythonExecutable()), ...prefixes];
-}
-
-/** The work dir (created just now, holding home/ and tmp/) made the sandbox uid's, so the script can write it. */
-function chownTree(dir: string, uid: number) {
-  chownSync(dir, uid, uid);
-  for (const entry of readdirSync(dir, { withFileTypes: true })) {
-    const path = join(dir, entry.name);
-    if (entry.isDirectory()) chownTree(path, uid);
-    else chownSync(path, uid, uid);
-  }
-}
-
-/** The system dirs read-only, as they are: merged-/usr links stay links. */
-function systemMounts(): string[] {
-  const args: string[] = [];
-  for (const dir of SYSTEM_DIRS) {
-    let link: string | undefined;
-    try {
-      link = lstatSync(dir).isSymbolicLink() ? readlinkSync(dir) : undefined;
-    } catch {
-      continue;
-    }
-    if (link !== undefined) args.push('--symlink', link, dir);
-    else args.push('--ro-bind', dir, dir);
-  }
-  args.push('--perms', '0755', '--dir', '/etc');
-  for (const entry of ETC_ENTRIES) args.push('--ro-bind-try', join('/etc', entry), join('/etc', entry));
-  return args;
-}
-
-/** Read-only mounts at the same paths (and at their real paths, where a link leads elsewhere); outermost first. */
-function readOnly(paths: string[]): string[] {
-  const unique = new Set<string>();
-  for (const path of paths) {
-    if (!existsSync(path)) continue;
-    unique.add(path);
-    unique.add(realpathSync(path));
-  }
-  const covered = (path: string) => SYSTEM_DIRS.some((d) => path === d || path.startsWith(`${d}/`));
-  const sorted = [...unique].filter((p) => !covered(p)).sort((a, b) => a.length - b.length);
-  const kept = sorted.filter((p, i) => !sorted.slice(0, i).some((q) => p.startsWith(`${q}/`)));
-  return [...parents(kept), ...kept.flatMap((p) => ['--ro-bind', p, p])];
-}
-
-/**
- * The folders leading to mount points, made traversable: bubblewrap creates missing ones mode 0700, which a
- * sandbox uid other than the peer's could not pass. They are empty folders in the sandbox's own root.
- */
-function parents(paths: string[]): string[] {
-  const dirs = new Set<string>();
-  for (const path of paths) for (let dir = dirname(path); dir !== dirname(dir); dir = dirname(dir)) if (dir !== '/tmp') dirs.add(dir);
-  return [...dirs].sort((a, b) => a.length - b.length).flatMap((d) => ['--perms', '0755', '--dir', d]);
 }
 
 /** Refuses options this runner cannot honour (network: none without a sandbox that can cut it). */
