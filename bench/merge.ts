@@ -24,7 +24,7 @@ import type { ChatMessage } from '../worker/tokenizer/types.ts';
 import { toMergeCalls } from '../swarm/common/timeline/call.ts';
 import { mergeTimelines, type MergeCall } from '../swarm/common/timeline/merge.ts';
 import { PeerRuntime } from '../swarm/node/runtime.ts';
-import { getCalls } from '../swarm/node/store/episodes.ts';
+import { getCalls } from '../swarm/node/store/episode-reads.ts';
 import { timelineSample } from '../swarm/node/training/advantages.ts';
 import {
   APPWORLD_LIKE,

@@ -8,7 +8,7 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestPeer, type TestPeer } from '../swarm/node/gateway/testing/peer.ts';
-import { getCalls } from '../swarm/node/store/episodes.ts';
+import { getCalls } from '../swarm/node/store/episode-reads.ts';
 
 const run = promisify(execFile);
 let peer: TestPeer;

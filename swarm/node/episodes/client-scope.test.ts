@@ -11,7 +11,7 @@ import type { ApiErrorBody } from '../../common/api.ts';
 import type { CreateEpisodeResponse } from '../../common/swarm-api.ts';
 import { PeerRuntime } from '../runtime.ts';
 import { revokeClientKeys } from '../store/client-keys.ts';
-import { getEpisode } from '../store/episodes.ts';
+import { getEpisode } from '../store/episode-reads.ts';
 import { mintClientKey } from './keys.ts';
 
 const dataDir = mkdtempSync(join(tmpdir(), 'agentjet-client-scope-'));

@@ -9,7 +9,7 @@ import type { DecoderConfig } from '../../../worker/common/engine.ts';
 import { createEngineFromWeights } from '../../../worker/engine.ts';
 import { initWeights } from '../../../worker/model.ts';
 import type { CreateEpisodeResponse } from '../../common/swarm-api.ts';
-import { getCalls } from '../store/episodes.ts';
+import { getCalls } from '../store/episode-reads.ts';
 import { loadQwen3 } from '../tracker/testing/qwen3.ts';
 import { startTestPeer, type TestPeer } from './testing/peer.ts';
 import { createRequire } from 'node:module';

@@ -14,7 +14,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { CreateEpisodeResponse, SwarmStatusResponse } from '../../common/swarm-api.ts';
 import { mintClientKey, mintEpisodeKey } from '../episodes/keys.ts';
 import { PeerRuntime } from '../runtime.ts';
-import { getCalls, getEpisode, getTimelines } from '../store/episodes.ts';
+import { getCalls, getEpisode, getTimelines } from '../store/episode-reads.ts';
 
 let runtime: PeerRuntime;
 let dataDir: string;

@@ -13,7 +13,7 @@ import { createEngineFromWeights } from '../../../worker/engine.ts';
 import { initWeights } from '../../../worker/model.ts';
 import type { CreateEpisodeResponse } from '../../common/swarm-api.ts';
 import { PeerRuntime } from '../runtime.ts';
-import { getCalls, getEpisode } from '../store/episodes.ts';
+import { getCalls, getEpisode } from '../store/episode-reads.ts';
 
 const MODEL: DecoderConfig = {
   model_type: 'qwen3',

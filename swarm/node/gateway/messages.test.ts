@@ -8,7 +8,7 @@ import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { CreateEpisodeResponse } from '../../common/swarm-api.ts';
-import { getCalls, getTimelines } from '../store/episodes.ts';
+import { getCalls, getTimelines } from '../store/episode-reads.ts';
 import { startTestPeer, type TestPeer } from './testing/peer.ts';
 
 let peer: TestPeer;

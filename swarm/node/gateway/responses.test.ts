@@ -9,7 +9,7 @@ import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import type { CreateEpisodeResponse } from '../../common/swarm-api.ts';
-import { getCalls } from '../store/episodes.ts';
+import { getCalls } from '../store/episode-reads.ts';
 import { startTestPeer, type TestPeer } from './testing/peer.ts';
 
 let peer: TestPeer;

@@ -10,7 +10,7 @@ import WebSocket from 'ws';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { CreateEpisodeResponse } from '../../common/swarm-api.ts';
 import { PeerRuntime } from '../runtime.ts';
-import { getCalls } from '../store/episodes.ts';
+import { getCalls } from '../store/episode-reads.ts';
 import { rawGet, rawRequest } from './testing/raw-request.ts';
 
 let peer: PeerRuntime;

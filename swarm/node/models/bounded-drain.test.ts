@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { PeerRuntime } from '../runtime.ts';
-import { getEpisode } from '../store/episodes.ts';
+import { getEpisode } from '../store/episode-reads.ts';
 import { chat, post, runEpisode, startEpisode } from '../training/testing/peer-agent.ts';
 
 const dataDir = mkdtempSync(join(tmpdir(), 'agentjet-bounded-drain-'));

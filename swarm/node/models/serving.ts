@@ -16,7 +16,7 @@ import type { Router } from '../http/router.ts';
 import { sendJson } from '../http/respond.ts';
 import type { PeerContext, ServiceHandle } from '../services.ts';
 import { clientKeyGeneration } from '../store/client-keys.ts';
-import { getEpisode } from '../store/episodes.ts';
+import { getEpisode } from '../store/episode-reads.ts';
 import { ModelHost, type EngineStarter, type HostedModelSpec, type TokenizerLoader } from './model-host.ts';
 import { startWorkerEngine } from './start-engine.ts';
 

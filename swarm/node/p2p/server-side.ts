@@ -13,7 +13,7 @@ import { HttpError } from '../http/errors.ts';
 import { validate } from '../http/respond.ts';
 import type { Logger } from '../log.ts';
 import type { Serving } from '../models/serving.ts';
-import { getEpisode, getEpisodeExport } from '../store/episodes.ts';
+import { getEpisode, getEpisodeExport } from '../store/episode-reads.ts';
 import type { Database } from 'better-sqlite3';
 import { EpisodeRpc, InferRelayRequest, type InferFrame } from './wire.ts';
 

@@ -15,7 +15,7 @@ import type { CreateEpisodeResponse, SwarmStatusResponse } from '../../common/sw
 import { eventually } from '../../../p2p/testing/nodes.ts';
 import { PeerRuntime } from '../runtime.ts';
 import { openStore } from '../store/db.ts';
-import { getEpisode } from '../store/episodes.ts';
+import { getEpisode } from '../store/episode-reads.ts';
 import type { FetchedWeights } from './weights-sync.ts';
 import type { SwarmPeer } from '../../common/api.ts';
 

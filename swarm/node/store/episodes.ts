@@ -12,10 +12,6 @@ import { EpisodeExistsError, EpisodeNotFoundError, EpisodeStateError } from './e
 import { getEpisode } from './episode-reads.ts';
 import { statement } from './statements.ts';
 
-// Importers from before the split into a write side and a read model; new code imports the module it needs.
-export { EpisodeExistsError, EpisodeNotFoundError, EpisodeQueryError, EpisodeStateError } from './episode-errors.ts';
-export { getCalls, getEpisode, getEpisodeExport, getTimelines } from './episode-reads.ts';
-export { listEpisodes, type EpisodeFilter, type EpisodeListItem, type EpisodePage } from './episode-list.ts';
 
 export interface NewEpisode {
   id: string;

@@ -14,7 +14,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import type { NamedTensors } from '../../../worker/common/engine.ts';
 import { PeerRuntime, type PeerOptions } from '../runtime.ts';
 import { startRuntimeProcess, type RuntimeProcess } from '../p2p/testing/runtime-processes.ts';
-import { getEpisode } from '../store/episodes.ts';
+import { getEpisode } from '../store/episode-reads.ts';
 import { PEER_RESTARTED } from '../store/episode-recovery.ts';
 import { policyRestoreRows, trainEpisodeRows } from '../store/testing/inspect.ts';
 import { listTrainSteps, stepsOfEpisode, trainStepEpisodes } from '../store/train-steps.ts';

@@ -13,7 +13,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import type { TrainStepSummary } from '../../common/api.ts';
 import type { NamedTensors } from '../../../worker/common/engine.ts';
 import { PeerRuntime } from '../runtime.ts';
-import { getEpisode } from '../store/episodes.ts';
+import { getEpisode } from '../store/episode-reads.ts';
 import { corruptLastTimelineToken } from '../store/testing/inspect.ts';
 import { listTrainSteps, trainStepEpisodes } from '../store/train-steps.ts';
 import { checkpointsDir, latestCheckpoint } from './checkpoints.ts';

@@ -13,7 +13,7 @@ import type { CheckpointInfo, ServerEvent, TrainStepSummary } from '../../common
 import type { NamedTensors } from '../../../worker/common/engine.ts';
 import type { EngineState, HostedModel } from '../models/model-host.ts';
 import { PeerRuntime } from '../runtime.ts';
-import { getEpisode } from '../store/episodes.ts';
+import { getEpisode } from '../store/episode-reads.ts';
 import { checkpointsDir, CHECKPOINT_META } from './checkpoints.ts';
 import type { TrainingService } from './service.ts';
 import { checkpointsCommand } from '../cli/checkpoints-command.ts';

@@ -8,7 +8,8 @@
 import type { Database } from 'better-sqlite3';
 import type { TrainStepSummary } from '../../common/api.ts';
 import { toMergeCalls } from '../../common/timeline/call.ts';
-import { getCalls, updateEpisodeState } from '../store/episodes.ts';
+import { getCalls } from '../store/episode-reads.ts';
+import { updateEpisodeState } from '../store/episodes.ts';
 import { getTrainingTimelines } from '../store/timelines.ts';
 import { pendingTrainEpisodes } from '../store/episode-recovery.ts';
 import {
