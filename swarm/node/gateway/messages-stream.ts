@@ -10,6 +10,7 @@ import type { AnthropicStopReason } from '../../common/anthropic-api.ts';
 import { anthropicErrorType } from '../../common/anthropic-api.ts';
 import { HttpError } from '../http/errors.ts';
 import type { OutputEvent } from './output-stream.ts';
+import { openEventStream, writeEventFrame } from './sse.ts';
 
 type OpenBlock = 'text' | 'thinking' | null;
 
@@ -18,13 +19,7 @@ export class AnthropicSseWriter {
   private open: OpenBlock = null;
 
   constructor(private readonly res: ServerResponse) {
-    res.writeHead(200, {
-      'content-type': 'text/event-stream; charset=utf-8',
-      'cache-control': 'no-cache',
-      connection: 'keep-alive',
-      'x-accel-buffering': 'no',
-    });
-    res.flushHeaders();
+    openEventStream(res);
   }
 
   start(message: { id: string; model: string; inputTokens: number }): void {
@@ -88,7 +83,6 @@ export class AnthropicSseWriter {
   }
 
   private send(data: { type: string } & Record<string, unknown>): void {
-    // A client that hung up has a destroyed socket: nothing more to say to it.
-    if (!this.res.writableEnded && !this.res.destroyed) this.res.write(`event: ${data.type}\ndata: ${JSON.stringify(data)}\n\n`);
+    writeEventFrame(this.res, data, data.type);
   }
 }

@@ -11,6 +11,7 @@
 import type { ServerResponse } from 'node:http';
 import { randomBytes } from 'node:crypto';
 import type { OutputEvent } from './output-stream.ts';
+import { openEventStream, writeEventFrame } from './sse.ts';
 
 export type ResponseObject = Record<string, unknown> & { id: string; status: string; output: unknown[] };
 
@@ -29,13 +30,7 @@ export class ResponsesSseWriter {
   readonly items: Record<string, unknown>[] = [];
 
   constructor(private readonly res: ServerResponse) {
-    res.writeHead(200, {
-      'content-type': 'text/event-stream; charset=utf-8',
-      'cache-control': 'no-cache',
-      connection: 'keep-alive',
-      'x-accel-buffering': 'no',
-    });
-    res.flushHeaders();
+    openEventStream(res);
   }
 
   start(response: ResponseObject): void {
@@ -127,7 +122,6 @@ export class ResponsesSseWriter {
 
   private send(type: string, fields: Record<string, unknown>): void {
     const data = { type, sequence_number: this.sequence++, ...fields };
-    // A client that hung up has a destroyed socket: nothing more to say to it.
-    if (!this.res.writableEnded && !this.res.destroyed) this.res.write(`event: ${type}\ndata: ${JSON.stringify(data)}\n\n`);
+    writeEventFrame(this.res, data, type);
   }
 }

@@ -8,6 +8,23 @@ import { HttpError } from '../http/errors.ts';
 import type { LogprobEntry, OpenAiFinishReason } from './completion-choice.ts';
 import type { OutputEvent } from './output-stream.ts';
 
+/** Starts an event stream: headers out at once, no proxy buffering, so each frame reaches the client as written. */
+export function openEventStream(res: ServerResponse): void {
+  res.writeHead(200, {
+    'content-type': 'text/event-stream; charset=utf-8',
+    'cache-control': 'no-cache',
+    connection: 'keep-alive',
+    'x-accel-buffering': 'no',
+  });
+  res.flushHeaders();
+}
+
+/** One frame (`event:` named when given); a client that hung up has a destroyed socket: nothing more to say to it. */
+export function writeEventFrame(res: ServerResponse, data: unknown, event?: string): void {
+  if (res.writableEnded || res.destroyed) return;
+  res.write(`${event === undefined ? '' : `event: ${event}\n`}data: ${JSON.stringify(data)}\n\n`);
+}
+
 export interface SseIdentity {
   id: string;
   created: number;
@@ -23,13 +40,7 @@ export class SseWriter {
     /** `return_token_ids`: the prompt's ids on the first chunk, each choice's new ids on its chunks (vLLM's fields). */
     private readonly options: { tokenIds?: boolean } = {},
   ) {
-    res.writeHead(200, {
-      'content-type': 'text/event-stream; charset=utf-8',
-      'cache-control': 'no-cache',
-      connection: 'keep-alive',
-      'x-accel-buffering': 'no',
-    });
-    res.flushHeaders();
+    openEventStream(res);
   }
 
   roleChunk(index: number, promptTokenIds?: readonly number[]): void {
@@ -82,7 +93,6 @@ export class SseWriter {
   }
 
   private write(value: unknown): void {
-    // A client that hung up has a destroyed socket: nothing more to say to it.
-    if (!this.res.writableEnded && !this.res.destroyed) this.res.write(`data: ${JSON.stringify(value)}\n\n`);
+    writeEventFrame(this.res, value);
   }
 }
