@@ -188,7 +188,10 @@ export async function trainStep(state: TrainState, samples: TrainSample[], opts:
           tokenLoss = tf.add(tokenLoss, tf.mul(k3, opts.klCoef));
         }
       }
-      stats.unshift(tf.keep(tf.sum(tf.mul(entropy(logits, temperature), mask))));
+      const tokenEntropy = entropy(logits, temperature);
+      stats.unshift(tf.keep(tf.sum(tf.mul(tokenEntropy, mask))));
+      const entropyCoef = opts.loss === 'ppo' ? (opts.entropyCoef ?? 0) : 0;
+      if (entropyCoef > 0) tokenLoss = tf.sub(tokenLoss, tf.mul(tokenEntropy, entropyCoef));
       return tf.div(tf.sum(tf.mul(tokenLoss, mask)), denominator) as tf.Scalar;
     }, state.trainable);
     refLp?.dispose();

@@ -6,6 +6,7 @@ import { z } from 'zod';
 import type { TrainMetrics } from '../../worker/common/engine.ts';
 import type { RunnerEvent, RunnerIsolation } from './runner-api.ts';
 import type { ModelStatus } from './swarm-api.ts';
+import type { RunSummary } from './runs-api.ts';
 
 /** A hosted model's state (the swarm protocol's status carries it too, so it is defined there). */
 export type { ModelStatus } from './swarm-api.ts';
@@ -14,7 +15,7 @@ export const roleSchema = z.enum(['server', 'client']);
 export type Role = z.infer<typeof roleSchema>;
 
 /** Merge totals over many episodes (`GET /api/ui/savings`). */
-export interface RunSavings {
+export interface MergeTotals {
   model: string | null;
   episodes: number;
   calls: number;
@@ -109,7 +110,9 @@ export type ServerEvent =
   | { type: 'status'; data: StatusPayload }
   | { type: 'log'; data: { level: 'debug' | 'info' | 'warn' | 'error'; msg: string; time: string } }
   | RunnerEvent
-  | { type: 'train-step'; data: TrainStepSummary };
+  | { type: 'train-step'; data: TrainStepSummary }
+  /** A run was created, or its status, events or warnings changed (runs-api.ts). */
+  | { type: 'run'; data: RunSummary };
 
 /** One optimizer step of a hosted model's training loop (GET /api/models/:name/steps, `train-step` events). */
 export interface TrainStepSummary {
@@ -142,6 +145,33 @@ export interface TrainStepSummary {
   metrics: Omit<TrainMetrics, 'policyVersion'>;
   /** The checkpoint folder written after this step, if any. */
   checkpoint: string | null;
+  /**
+   * Groups left out since the previous step because every episode in them had the same reward (zero advantage
+   * everywhere), and their share of all groups completed since then. Absent on steps stored before it was recorded.
+   */
+  discardedGroups?: number;
+  discardedShare?: number;
+  /** Mean tokens the policy generated per episode of the batch (the trained tokens ÷ episodes). */
+  responseTokensMean?: number;
+  /** How many policy versions behind the step's starting weights the batch's episodes were sampled: mean and max. */
+  policyLagMean?: number;
+  policyLagMax?: number;
+  /**
+   * Wall time of the step's phases: rollout (from the previous step's end until the batch was ready), drain (until
+   * the episodes in flight finished) and update (the optimizer step, checkpoint and record), in ms; and the tokens the
+   * batch's episodes generated per second of rollout.
+   */
+  phases?: { rolloutMs: number; drainMs: number; updateMs: number };
+  rolloutTokensPerS?: number;
+  /** The training run the step belongs to (runs-api.ts); absent on steps stored before runs were recorded. */
+  runId?: string | null;
+}
+
+/** A step as a run's charts read it (`GET /api/runs/:id/steps`): the model's step plus where it sits in the run. */
+export interface RunStep extends TrainStepSummary {
+  runId: string;
+  /** The step's number within the run (model step − the run's stepOffset). */
+  runStep: number;
 }
 
 /** Every control-API error body. */

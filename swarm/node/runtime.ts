@@ -27,8 +27,9 @@ import { startClientRunner } from './runner/service.ts';
 import { NotListeningError, ServiceSet, type PeerContext, type PeerUrls } from './services.ts';
 import { openStore, schemaVersion } from './store/db.ts';
 import { abortOrphanedEpisodes } from './store/episode-recovery.ts';
-import { countEpisodes, recordRunStart, recordRunStop } from './store/peer-runs.ts';
-import { resolveTrainingConfig, type TrainingConfig } from './training/config.ts';
+import { countEpisodes, recordPeerStart, recordPeerStop } from './store/peer-starts.ts';
+import { defaultTrainingConfig, mergeOverrides, parseTrainingOverrides, resolveTrainingConfig, type TrainingConfig } from './training/config.ts';
+import type { ModelSource } from '../../worker/common/engine.ts';
 import { startTrainingService, type TrainingService } from './training/service.ts';
 import { sqliteTrainingStore } from './training/sqlite-training-store.ts';
 import { APP_VERSION } from './version.ts';
@@ -52,7 +53,13 @@ export interface PeerOptions {
   /** Tests and benchmarks may start engines in-process instead of in worker threads. */
   startEngine?: ServingInit['startEngine'];
   /** Training-loop settings for every hosted model (training/config.ts documents them and their defaults). */
-  training?: { config?: unknown; perModel?: Record<string, unknown>; autoStart?: boolean };
+  training?: {
+    config?: unknown;
+    perModel?: Record<string, unknown>;
+    autoStart?: boolean;
+    /** Start a new run of every model from its source weights (`--new-run`), and the name for new runs. */
+    run?: { fresh?: boolean; name?: string };
+  };
   /** The swarm over libp2p; off unless a swarm token is given here or stored by `agentjet swarm join`. */
   p2p?: P2pOptions;
 }
@@ -61,7 +68,7 @@ export class PeerRuntime {
   readonly startedAt = new Date();
   /** Handed to the UI and the CLI; a new one every start. */
   readonly token = randomBytes(24).toString('base64url');
-  readonly runId = randomBytes(8).toString('hex');
+  readonly startId = randomBytes(8).toString('hex');
   readonly events: EventHub;
   /** What every service is given (services.ts). */
   readonly context: PeerContext;
@@ -156,7 +163,8 @@ export class PeerRuntime {
     services.add({ name: 'status', routes: createControlRouter(this.token, () => this.status()), close: async () => {} });
     this.serving = services.add(
       await startServing(ctx, {
-        models: options.models ?? [],
+        // The engine starts with the run's LoRA settings and seed: they cannot change once it holds weights.
+        models: (options.models ?? []).map((spec) => ({ ...spec, engine: { lora: trainingConfigOf(spec.name).lora, seed: trainingConfigOf(spec.name).seed } })),
         startEngine: options.startEngine,
         mergeModeOf: (model) => trainingConfigOf(model).mergeMode,
       }),
@@ -170,6 +178,8 @@ export class PeerRuntime {
         store: sqliteTrainingStore(this.db),
         configOf: trainingConfigOf,
         autoStart: options.training?.autoStart,
+        sourceOf: (model) => modelSourceText(this.serving.models.find(model)?.source),
+        run: options.training?.run,
       }),
     );
     this.runner = services.add(startClientRunner(ctx)).runner;
@@ -216,7 +226,7 @@ export class PeerRuntime {
     this.port = await listen(this.server, this.options.port, this.options.host);
     const base = `http://${this.options.host}:${this.port}`;
     this.listening = { api: `${base}/api`, gateway: `${base}/v1`, ui: `${base}/#token=${this.token}` };
-    recordRunStart(this.db, { id: this.runId, startedAt: this.startedAt.toISOString(), version: APP_VERSION, args: process.argv.slice(2) });
+    recordPeerStart(this.db, { id: this.startId, startedAt: this.startedAt.toISOString(), version: APP_VERSION, args: process.argv.slice(2) });
     this.writeControlFile();
     this.log.info('peer started', { nodeId: this.identity.nodeId, port: this.port });
   }
@@ -264,7 +274,7 @@ export class PeerRuntime {
       });
     }
     if (this.db.open) {
-      recordRunStop(this.db, this.runId);
+      recordPeerStop(this.db, this.startId);
       this.db.close();
     }
     rmSync(this.paths.control, { force: true });
@@ -279,7 +289,19 @@ export class PeerRuntime {
 function trainingConfigs(options: PeerOptions): (model: string) => TrainingConfig {
   const { config, perModel } = options.training ?? {};
   const resolved = new Map<string, TrainingConfig>();
-  const resolve = (model: string) => resolveTrainingConfig({ ...(config as object | undefined), ...(perModel?.[model] as object | undefined) });
+  const global = parseTrainingOverrides(config, 'training.');
+  const resolve = (model: string) => {
+    const own = parseTrainingOverrides(perModel?.[model], `training of model "${model}": `);
+    const merged = mergeOverrides(global, own);
+    const source = options.models?.find((spec) => spec.name === model)?.source ?? null;
+    return resolveTrainingConfig(merged, defaultTrainingConfig(source, merged.lora != null));
+  };
   for (const spec of options.models ?? []) resolved.set(spec.name, resolve(spec.name));
   return (model) => resolved.get(model) ?? resolve(model);
+}
+
+/** A model source as a run records it: `builtin:tiny` or the folder's path. */
+function modelSourceText(source: ModelSource | undefined): string {
+  if (!source) return 'unknown';
+  return source.kind === 'builtin' ? `builtin:${source.name}` : source.path;
 }

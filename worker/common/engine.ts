@@ -127,6 +127,8 @@ export interface TrainOptions {
   clipHigh: number;
   /** Weight of the k3 KL estimate against the frozen reference; 0 disables it. */
   klCoef: number;
+  /** Weight of an entropy bonus (subtracted from the token loss, so exploration is rewarded); default 0, off. */
+  entropyCoef?: number;
   /** token-sum: sum over tokens / `lossDivisor`; token-mean: mean over all masked tokens in the batch. */
   normalization: 'token-sum' | 'token-mean';
   /**

@@ -16,6 +16,9 @@ import { ModelSpecError, type HostedModelSpec } from '../models/model-host.ts';
 import { resolveModelSpecs, type ModelEntry } from '../models/model-spec.ts';
 import { ConfigFileError, readConfigFile, type PeerConfig } from './config-file.ts';
 import type { P2pOptions } from '../p2p/settings.ts';
+import { TrainingConfigError } from '../training/errors.ts';
+import { mergeOverrides, type TrainingConfigOverrides } from '../training/config.ts';
+import { runFlags, trainingFlagOptions, trainingFlagsUsage, trainingOverridesFromFlags } from './training-flags.ts';
 
 const logLevels = ['debug', 'info', 'warn', 'error', 'silent'] as const;
 
@@ -24,7 +27,7 @@ export const SWARM_TOKEN_ENV = 'AGENTJET_SWARM_TOKEN';
 
 const modelOptionsUsage = `  --model M         host a model: builtin:tiny or a Hugging Face model folder (repeatable)
   --alias NAME=M    another name clients may use for model M (repeatable)
-  --config FILE     JSON or YAML config (port, host, dataDir, logLevel, models, aliases); flags override it`;
+  --config FILE     JSON or YAML config (port, host, dataDir, logLevel, models, aliases, training); flags override it`;
 
 const p2pOptionsUsage = `  --swarm-token-file F  join the private swarm whose token is in file F (or set ${SWARM_TOKEN_ENV}; default:
                     the token stored by agentjet swarm join; none = no p2p)
@@ -46,7 +49,9 @@ Options:
   --log-level L     console log level: ${logLevels.join(', ')} (default info)
   --json            print one JSON line {"event":"ready",…} when ready (for scripts and tests)
 ${modelOptionsUsage}
-${p2pOptionsUsage}`,
+${p2pOptionsUsage}
+
+${trainingFlagsUsage}`,
   options: peerOptions(),
   run: (values) => runPeer(values, { requireModels: false }),
 };
@@ -63,7 +68,9 @@ ${modelOptionsUsage}
   --data-dir DIR    where the store, identity and checkpoints live (default: ${defaultDataDir()})
   --log-level L     console log level: ${logLevels.join(', ')} (default info)
   --json            print one JSON line {"event":"ready",…} when ready (for scripts and tests)
-${p2pOptionsUsage}`,
+${p2pOptionsUsage}
+
+${trainingFlagsUsage}`,
   options: peerOptions(),
   run: (values) => runPeer(values, { requireModels: true }),
 };
@@ -84,6 +91,7 @@ function peerOptions(): Command['options'] {
     listen: { type: 'string', multiple: true },
     bootstrap: { type: 'string', multiple: true },
     mirror: { type: 'string', multiple: true },
+    ...trainingFlagOptions,
   };
 }
 
@@ -123,6 +131,8 @@ interface PeerSettings {
   dataDir: string;
   logLevel: LogLevel | 'silent';
   models: HostedModelSpec[];
+  /** The file's training settings with the flags laid over them, for every model and per model. */
+  training: { config: TrainingConfigOverrides; perModel: Record<string, TrainingConfigOverrides>; run: { fresh: boolean; name?: string } };
 }
 
 /** Config file first, flags over it; every mistake is a UsageError (exit 2) that names what is wrong. */
@@ -159,7 +169,16 @@ function resolveSettings(values: OptionValues): PeerSettings {
     if (err instanceof ModelSpecError) throw new UsageError(err.message);
     throw err;
   }
-  return { port, host: (values.host as string | undefined) ?? config.host ?? DEFAULT_HOST, dataDir, logLevel: logLevel as LogLevel | 'silent', models };
+  const flags = trainingOverridesFromFlags(values);
+  const perModel: Record<string, TrainingConfigOverrides> = {};
+  // Per-model settings come with the file's models (flags that name models replace them, and theirs with them).
+  if (flagModels.length === 0) {
+    (config.models ?? []).forEach((entry, i) => {
+      if (entry.training && models[i]) perModel[models[i].name] = mergeOverrides(entry.training, flags);
+    });
+  }
+  const training = { config: mergeOverrides(config.training ?? {}, flags), perModel, run: runFlags(values) };
+  return { port, host: (values.host as string | undefined) ?? config.host ?? DEFAULT_HOST, dataDir, logLevel: logLevel as LogLevel | 'silent', models, training };
 }
 
 function resolveSource(source: string, baseDir: string): string {
@@ -179,9 +198,11 @@ async function runPeer(values: OptionValues, { requireModels }: { requireModels:
       host: settings.host,
       consoleLogLevel: settings.logLevel,
       models: settings.models,
+      training: settings.training,
       p2p: p2pOptions(values),
     });
   } catch (err) {
+    if (err instanceof TrainingConfigError) throw new UsageError(err.message);
     if (err instanceof PortInUseError || err instanceof DiskFullError) {
       process.stderr.write(`agentjet: ${err.message}\n`);
       return 1;

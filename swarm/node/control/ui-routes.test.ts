@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadTokenizer } from '../../../worker/node/load-tokenizer.ts';
-import type { ApiErrorBody, RunSavings } from '../../common/api.ts';
+import type { ApiErrorBody, MergeTotals } from '../../common/api.ts';
 import type { EpisodeExport } from '../../common/timeline/export.ts';
 import { addEpisodeControlRoutes } from '../episodes/control-routes.ts';
 import { createHttpServer, listen } from '../http/server.ts';
@@ -85,12 +85,12 @@ describe('GET /api/ui/episodes', () => {
 
 describe('GET /api/ui/savings', () => {
   it('sums the merged episodes of a model, or of all', async () => {
-    const tiny = await get<RunSavings>('/ui/savings?model=tiny');
+    const tiny = await get<MergeTotals>('/ui/savings?model=tiny');
     expect(tiny).toEqual({
       status: 200,
       body: { model: 'tiny', episodes: 2, calls: 4, naiveTokens: 32, mergedTokens: 18, savedTokens: 14, tokenRatio: 32 / 18 },
     });
-    expect((await get<RunSavings>('/ui/savings')).body).toMatchObject({ model: null, episodes: 3 });
+    expect((await get<MergeTotals>('/ui/savings')).body).toMatchObject({ model: null, episodes: 3 });
   });
 });
 

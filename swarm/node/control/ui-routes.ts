@@ -1,8 +1,9 @@
 /**
  * Read-only control routes the desktop UI needs beyond the episode API (behind the control token):
- *   GET /api/ui/episodes?q=&model=&taskId=&kind=&state=&limit=&offset=   episodes whose id, task, model, client,
+ *   GET /api/ui/episodes?q=&<selection>&sort=&limit=&offset=   episodes whose id, task, model, client,
  *        script hash or abort reason contains `q` (case-insensitive), or whose calls' messages contain every word of
- *        `q` (as word prefixes; store/episode-text.ts), newest first; same page shape as /api/episodes
+ *        `q` (as word prefixes; store/episode-text.ts), newest first unless `sort` says otherwise; the same
+ *        selection parameters and page shape as /api/episodes (episodes/control-routes.ts)
  *   GET /api/ui/savings?model=                                              merge savings summed over the ended
  *        episodes of a model (or all models): what merging saved for the whole run
  *   GET /api/ui/episodes/:id/merge?mode=merged|naive                        the merge view's document: the episode
@@ -14,29 +15,29 @@
  */
 import type { Database } from 'better-sqlite3';
 import { z } from 'zod';
-import { episodeKindSchema, episodeStateSchema } from '../../common/timeline/export.ts';
-import { episodeExportHandler } from '../episodes/control-routes.ts';
+import {
+  episodeExportHandler,
+  episodePageQueryShape,
+  episodeSelectionQueryShape,
+  listFilterFromQuery,
+  sendEpisodePage,
+  stepNeedsModel,
+} from '../episodes/control-routes.ts';
 import { sendJson, validate } from '../http/respond.ts';
 import type { ModelHost } from '../models/model-host.ts';
-import { EPISODE_PAGE_DEFAULT, EPISODE_PAGE_MAX, listEpisodes, sumRunSavings } from '../store/episode-list.ts';
+import { sumRunSavings } from '../store/episode-list.ts';
 import type { ControlRouter } from './routes.ts';
 
-const searchQuerySchema = z.object({
-  q: z.string().min(1).max(200),
-  model: z.string().optional(),
-  taskId: z.string().optional(),
-  kind: episodeKindSchema.optional(),
-  state: episodeStateSchema.optional(),
-  limit: z.coerce.number().int().min(1).max(EPISODE_PAGE_MAX).default(EPISODE_PAGE_DEFAULT),
-  offset: z.coerce.number().int().min(0).default(0),
-});
+const searchQuerySchema = z
+  .object({ q: z.string().min(1).max(200), ...episodeSelectionQueryShape, ...episodePageQueryShape })
+  .superRefine(stepNeedsModel);
 
 const savingsQuerySchema = z.object({ model: z.string().optional() });
 
 export function addUiRoutes(control: ControlRouter, db: Database, models?: Pick<ModelHost, 'find'>): void {
   control.get('/api/ui/episodes', (_req, res, { url }) => {
-    const { q, ...filter } = validate(searchQuerySchema, Object.fromEntries(url.searchParams));
-    sendJson(res, 200, listEpisodes(db, { ...filter, text: q }));
+    const { q, ...query } = validate(searchQuerySchema, Object.fromEntries(url.searchParams));
+    sendEpisodePage(res, db, { ...listFilterFromQuery(query), text: q });
   });
   control.get('/api/ui/savings', (_req, res, { url }) => {
     const { model } = validate(savingsQuerySchema, Object.fromEntries(url.searchParams));

@@ -19,7 +19,7 @@
  */
 import { EventEmitter } from 'node:events';
 import type { ModelStatus } from '../../common/api.ts';
-import type { BackendReport, ModelSource, TrainerEngine } from '../../../worker/common/engine.ts';
+import type { BackendReport, LoraConfig, ModelSource, TrainerEngine } from '../../../worker/common/engine.ts';
 import type { ChatTemplate, Tokenizer } from '../../../worker/tokenizer/types.ts';
 import type { TokenizerBundle } from '../../../worker/tokenizer/load.ts';
 
@@ -88,6 +88,8 @@ export interface HostedModelSpec {
   drainTimeoutS?: number;
   /** Episodes asking for a longer idle timeout get this one (default DEFAULT_MAX_IDLE_TIMEOUT_S). */
   maxIdleTimeoutS?: number;
+  /** How its engine starts: LoRA adapters and the seed (its training settings say; fixed for the engine's life). */
+  engine?: EngineStartOptions;
 }
 
 export class HostedModel {
@@ -108,6 +110,8 @@ export class HostedModel {
   private readonly events = new EventEmitter<{ done: [EpisodeDone]; state: [EngineState]; empty: []; overdue: [string[]] }>();
   private loaded: { engine: TrainerEngine; tokenizer: Tokenizer; template: ChatTemplate } | undefined;
 
+  readonly engineOptions: EngineStartOptions;
+
   constructor(spec: HostedModelSpec) {
     this.name = spec.name;
     this.aliases = spec.aliases;
@@ -115,6 +119,7 @@ export class HostedModel {
     this.pool = { active: 0, limit: spec.poolLimit };
     this.drainTimeoutS = spec.drainTimeoutS ?? DEFAULT_DRAIN_TIMEOUT_S;
     this.maxIdleTimeoutS = spec.maxIdleTimeoutS ?? DEFAULT_MAX_IDLE_TIMEOUT_S;
+    this.engineOptions = spec.engine ?? {};
   }
 
   get engine(): TrainerEngine {
@@ -256,7 +261,12 @@ export class HostedModel {
 }
 
 /** Starts one engine for a source; the default starts a worker thread (worker/node/engine-client.ts). */
-export type EngineStarter = (source: ModelSource) => Promise<TrainerEngine>;
+export type EngineStarter = (source: ModelSource, options?: EngineStartOptions) => Promise<TrainerEngine>;
+
+export interface EngineStartOptions {
+  lora?: LoraConfig | null;
+  seed?: number;
+}
 export type TokenizerLoader = (source: ModelSource) => Promise<TokenizerBundle>;
 
 export interface ModelHostOptions {
@@ -292,7 +302,7 @@ export class ModelHost {
     try {
       // Both settle before anything is decided: an engine whose tokenizer failed must still be closed, or its worker
       // thread keeps the process alive after the peer stopped.
-      const [bundle, engine] = await Promise.allSettled([this.options.loadTokenizer(model.source), this.options.startEngine(model.source)]);
+      const [bundle, engine] = await Promise.allSettled([this.options.loadTokenizer(model.source), this.options.startEngine(model.source, model.engineOptions)]);
       if (bundle.status === 'rejected' || engine.status === 'rejected') {
         if (engine.status === 'fulfilled') await engine.value.close().catch(() => undefined);
         throw bundle.status === 'rejected' ? bundle.reason : (engine as PromiseRejectedResult).reason;

@@ -227,4 +227,65 @@ export const migrations: Migration[] = [
       db.exec('ALTER TABLE client_runs ADD COLUMN code TEXT');
     },
   },
+  {
+    version: 9,
+    name: 'training runs: configuration, status, events; peer starts renamed',
+    up: (db) => {
+      // "run" now means a training run (runs-api.ts); the table of the peer's starts says what it holds.
+      // training_runs: one model trained from one starting point with one configuration. step_offset: model step =
+      // run step + step_offset (a fresh run counts from 1, a continued one carries its parent's numbering on).
+      // run_events: what happened on a run's curve that its steps do not say (start, resume, config change, stop).
+      // Steps recorded before runs existed get one run per model, its configuration unknown ({}).
+      db.exec(`
+        ALTER TABLE runs RENAME TO peer_starts;
+        CREATE TABLE training_runs (
+          id TEXT PRIMARY KEY,
+          seq INTEGER NOT NULL,
+          name TEXT NOT NULL,
+          model TEXT NOT NULL,
+          status TEXT NOT NULL,
+          start TEXT NOT NULL,
+          config TEXT NOT NULL,
+          config_hash TEXT NOT NULL,
+          seed INTEGER NOT NULL,
+          step_offset INTEGER NOT NULL,
+          created_at TEXT NOT NULL,
+          ended_at TEXT,
+          warnings TEXT NOT NULL DEFAULT '[]'
+        );
+        CREATE UNIQUE INDEX training_runs_by_seq ON training_runs (seq);
+        CREATE INDEX training_runs_by_model ON training_runs (model, seq);
+        CREATE TABLE run_events (
+          run_id TEXT NOT NULL REFERENCES training_runs (id) ON DELETE CASCADE,
+          step INTEGER NOT NULL,
+          kind TEXT NOT NULL,
+          label TEXT NOT NULL,
+          detail TEXT NOT NULL,
+          created_at TEXT NOT NULL
+        );
+        CREATE INDEX run_events_by_run ON run_events (run_id, step);
+        ALTER TABLE train_steps ADD COLUMN run_id TEXT;
+        CREATE INDEX train_steps_by_run ON train_steps (run_id, step);
+        CREATE INDEX episodes_by_model_kind ON episodes (model, kind, created_at);
+        -- The episodes list sorted by reward, highest or lowest first, episodes without one last either way.
+        CREATE INDEX episodes_by_reward ON episodes (reward, created_at, id);
+        CREATE INDEX episodes_by_reward_asc ON episodes ((reward IS NULL), reward, created_at, id);
+      `);
+      const models = db.prepare('SELECT model, MIN(created_at) AS first, MAX(created_at) AS last FROM train_steps GROUP BY model ORDER BY first').all() as {
+        model: string;
+        first: string;
+        last: string;
+      }[];
+      let seq = 0;
+      for (const { model, first, last } of models) {
+        seq++;
+        const id = `${model.replace(/[^A-Za-z0-9._-]/g, '_')}-${seq}`;
+        db.prepare(
+          `INSERT INTO training_runs (id, seq, name, model, status, start, config, config_hash, seed, step_offset, created_at, ended_at)
+           VALUES (?, ?, ?, ?, 'stopped', ?, '{}', '', 0, 0, ?, ?)`,
+        ).run(id, seq, id, model, JSON.stringify({ kind: 'source', source: 'unknown (recorded before runs)' }), first, last);
+        db.prepare('UPDATE train_steps SET run_id = ? WHERE model = ?').run(id, model);
+      }
+    },
+  },
 ];

@@ -19,6 +19,8 @@ export interface TrainStep {
   createdAt: string;
   /** ISO time the step's update was lost (weights restored from an older checkpoint); null while it stands. */
   revertedAt?: string | null;
+  /** The training run it belongs to (training-runs.ts); null for steps recorded outside a run. */
+  runId?: string | null;
 }
 
 export class TrainStepExistsError extends Error {
@@ -34,10 +36,10 @@ export class TrainStepExistsError extends Error {
 export function insertTrainStep(db: Database, step: TrainStep): void {
   const result = db
     .prepare(
-      `INSERT INTO train_steps (model, step, policy_version, metrics, created_at) VALUES (?, ?, ?, ?, ?)
+      `INSERT INTO train_steps (model, step, policy_version, metrics, created_at, run_id) VALUES (?, ?, ?, ?, ?, ?)
        ON CONFLICT (model, step) DO NOTHING`,
     )
-    .run(step.model, step.step, step.policyVersion, JSON.stringify(step.metrics), step.createdAt);
+    .run(step.model, step.step, step.policyVersion, JSON.stringify(step.metrics), step.createdAt, step.runId ?? null);
   if (result.changes === 0) throw new TrainStepExistsError(step.model, step.step);
 }
 
@@ -48,6 +50,7 @@ interface TrainStepRow {
   metrics: string;
   created_at: string;
   reverted_at: string | null;
+  run_id: string | null;
 }
 
 function trainStepFromRow(row: TrainStepRow): TrainStep {
@@ -58,6 +61,7 @@ function trainStepFromRow(row: TrainStepRow): TrainStep {
     metrics: JSON.parse(row.metrics) as Record<string, unknown>,
     createdAt: row.created_at,
     revertedAt: row.reverted_at,
+    runId: row.run_id,
   };
 }
 
@@ -148,9 +152,11 @@ export function latestPolicyRestore(db: Database, model: string): PolicyRestore 
   return row && { model: row.model, policyVersion: row.policy_version, checkpointStep: row.checkpoint_step, afterStep: row.after_step, createdAt: row.created_at };
 }
 
-/** The model's latest step that still stands (not reverted), or undefined. */
-export function latestStandingTrainStep(db: Database, model: string): TrainStep | undefined {
-  const row = statement(db, 'SELECT * FROM train_steps WHERE model = ? AND reverted_at IS NULL ORDER BY step DESC LIMIT 1').get(model) as TrainStepRow | undefined;
+/** The model's latest step after `afterStep` that still stands (not reverted), or undefined. */
+export function latestStandingTrainStep(db: Database, model: string, afterStep = 0): TrainStep | undefined {
+  const row = statement(db, 'SELECT * FROM train_steps WHERE model = ? AND step > ? AND reverted_at IS NULL ORDER BY step DESC LIMIT 1').get(model, afterStep) as
+    | TrainStepRow
+    | undefined;
   return row && trainStepFromRow(row);
 }
 

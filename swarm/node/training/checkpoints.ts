@@ -137,10 +137,12 @@ export function listCheckpoints(dir: string): CheckpointRef[] {
   return checkpointFolders(dir).map((folder) => ({ dir: folder, meta: readCheckpointMeta(folder) }));
 }
 
-/** The checkpoint with the highest step in `dir`, or null when there is none. */
-export function latestCheckpoint(dir: string): CheckpointRef | null {
+/** The newest checkpoint of a step after `afterStep` (a fresh run's own: its offset), or null. */
+export function latestCheckpoint(dir: string, afterStep = 0): CheckpointRef | null {
   const folder = checkpointFolders(dir)[0];
-  return folder === undefined ? null : { dir: folder, meta: readCheckpointMeta(folder) };
+  if (folder === undefined) return null;
+  const meta = readCheckpointMeta(folder);
+  return meta.step > afterStep ? { dir: folder, meta } : null;
 }
 
 export function readCheckpointMeta(folder: string): CheckpointMeta {

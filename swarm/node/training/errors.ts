@@ -1,11 +1,15 @@
 /** Errors raised by the training loop. Each has a stable `name`; tests and clients match on it. */
 
-/** A training configuration override is invalid; `field` names the offending field. */
+/**
+ * A training configuration override is invalid; `field` names the offending field and `allowed` what it accepts
+ * ("at least 2", "from 0 to 1", "one of \"merged\", \"naive\"", the known keys).
+ */
 export class TrainingConfigError extends Error {
   override name = 'TrainingConfigError';
   constructor(
     message: string,
     readonly field?: string,
+    readonly allowed?: string,
   ) {
     super(message);
   }

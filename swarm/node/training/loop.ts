@@ -24,13 +24,17 @@
  * one already used. Step numbers and policy versions never go backwards.
  */
 import type { TrainStepSummary, ServerEvent } from '../../common/api.ts';
+import type { RunEventKind, RunStatus, RunWarning } from '../../common/runs-api.ts';
+import type { TrainingRunRow } from '../store/training-runs.ts';
 import type { Logger } from '../log.ts';
 import type { EpisodeDone, HostedModel } from '../models/model-host.ts';
 import { buildTrainBatch, type EpisodeForTraining } from './advantages.ts';
 import { Batcher, type BatchGroup, type EpisodeMark } from './batcher.ts';
 import { latestCheckpoint, listCheckpoints, readCheckpointOptimizer, readCheckpointWeights, removeCheckpoint, saveCheckpoint } from './checkpoints.ts';
-import type { TrainingConfig } from './config.ts';
-import { EpisodeSamplesError, TrainingStateError } from './errors.ts';
+import { parseTrainingOverrides, resolveTrainingConfig, type TrainingConfig } from './config.ts';
+import { EpisodeSamplesError, TrainingConfigError, TrainingStateError } from './errors.ts';
+import { configChanges, configHash, describeChanges } from './run-config.ts';
+import { openRun } from './run-lifecycle.ts';
 import type { TrainingStore } from './store-port.ts';
 
 /**
@@ -45,6 +49,12 @@ export type TrainingStatus = 'stopped' | 'running' | 'paused' | 'finished' | 'fa
 export interface TrainingLoopOptions {
   model: HostedModel;
   config: TrainingConfig;
+  /** The model's source as text (part of the run's identity: another source is another run). */
+  source: string;
+  /** Start a new run from the source weights (`--new-run`), and the name to give a new run. */
+  run?: { fresh?: boolean; name?: string };
+  /** The run was created or its status, configuration, events or warnings changed. */
+  runChanged?: (run: TrainingRunRow) => void;
   store: TrainingStore;
   /** `<dataDir>/checkpoints/<model>` (checkpointsDir()). */
   checkpointDir: string;
@@ -69,6 +79,11 @@ export interface TrainingLoopState {
    */
   lastCheckpointError: CheckpointFailure | null;
   config: TrainingConfig;
+  /** The run this loop trains (null before its first start). */
+  runId: string | null;
+  /** The run's step (model step − the run's offset). */
+  runStep: number;
+  warnings: RunWarning[];
 }
 
 export interface CheckpointFailure {
@@ -90,9 +105,19 @@ export class TrainingLoop {
   private stepping: Promise<void> | null = null;
   /** Aborted by stop(): a step still draining gives up (its batch stays queued) instead of holding the stop. */
   private stopSignal = new AbortController();
+  /** The settings in force: a copy, since a live change (updateConfig) replaces them between steps. */
+  private readonly config: TrainingConfig;
+  private run: TrainingRunRow | null = null;
+  private warnings: RunWarning[] = [];
+  /** Groups left out as uniform since the last step, and per recent step: [discarded, used]. */
+  private readonly discardedGroups = new Set<string>();
+  private readonly recentGroups: Array<[number, number]> = [];
+  /** When the rollout phase of the next step began (the previous step's end, or the start). */
+  private rolloutSince = performance.now();
 
   constructor(private readonly options: TrainingLoopOptions) {
-    this.batcher = new Batcher<EpisodeDone>(options.config, (mark) => this.record([mark]));
+    this.config = structuredClone(options.config);
+    this.batcher = new Batcher<EpisodeDone>(this.config, (mark) => this.onMark(mark));
   }
 
   get model(): HostedModel {
@@ -101,15 +126,16 @@ export class TrainingLoop {
 
   /** Starts (or resumes after pause / failure) collecting episodes and stepping. */
   async start(): Promise<void> {
-    if (this.maxStepsReached()) {
-      this.status = 'finished';
-      throw new TrainingStateError(`model "${this.model.name}" already did its ${this.options.config.maxSteps} steps (maxSteps)`);
-    }
     if (!this.resumed) await this.resume();
+    if (this.maxStepsReached()) {
+      this.setStatus('finished');
+      throw new TrainingStateError(`run "${this.run?.name}" of model "${this.model.name}" already did its ${this.config.maxSteps} steps (maxSteps); start the peer with --new-run or a higher --max-steps`);
+    }
     this.unsubscribe ??= this.model.onEpisodeDone((done) => this.onEpisodeDone(done));
     if (this.stopSignal.signal.aborted) this.stopSignal = new AbortController();
-    this.status = 'running';
     this.lastError = null;
+    this.rolloutSince = performance.now();
+    this.setStatus('running');
     this.requeueFromStore();
     this.maybeStep();
   }
@@ -128,7 +154,7 @@ export class TrainingLoop {
 
   /** Keeps collecting finished episodes, starts no new step (a step under way completes). */
   pause(): void {
-    if (this.status === 'running' || this.status === 'failed') this.status = 'paused';
+    if (this.status === 'running' || this.status === 'failed') this.setStatus('paused');
   }
 
   /**
@@ -137,13 +163,13 @@ export class TrainingLoop {
    * restart would have to revert them). Not with checkpointEvery 0, which asks for no checkpoints at all.
    */
   async stop(): Promise<void> {
-    if (this.status !== 'finished') this.status = 'stopped';
+    if (this.status !== 'finished') this.setStatus('stopped');
     this.unsubscribe?.();
     this.unsubscribe = null;
     this.stopSignal.abort();
     await this.whenSettled();
     const unsaved = this.uncheckpointed;
-    if (unsaved && this.options.config.checkpointEvery > 0 && (await this.maybeCheckpoint(unsaved, true))) this.uncheckpointed = null;
+    if (unsaved && this.config.checkpointEvery > 0 && (await this.maybeCheckpoint(unsaved, true))) this.uncheckpointed = null;
   }
 
   /** Resolves when no step is running (the next may start right after). */
@@ -163,8 +189,106 @@ export class TrainingLoop {
       completeGroups: counts.completeGroups,
       lastError: this.lastError,
       lastCheckpointError: this.lastCheckpointError,
-      config: this.options.config,
+      config: this.config,
+      runId: this.run?.id ?? null,
+      runStep: this.stepOfRun(),
+      warnings: this.warnings,
     };
+  }
+
+  /** The run this loop trains, null before its first start. */
+  currentRun(): TrainingRunRow | null {
+    return this.run;
+  }
+
+  /**
+   * Changes settings while the run trains, from the next step on, recorded as a `config-change` event on its curve.
+   * Settings fixed when the engine or the run began (mergeMode, lora, seed) cannot change: TrainingConfigError.
+   * Returns the settings now in force.
+   */
+  updateConfig(overrides: unknown): TrainingConfig {
+    const parsed = parseTrainingOverrides(overrides);
+    for (const fixed of FIXED_KEYS) {
+      if (parsed[fixed] !== undefined) throw new TrainingConfigError(`${fixed}: fixed for the run (its episodes or engine depend on it); start the peer with the new value to begin a new run`, fixed);
+    }
+    const next = resolveTrainingConfig(parsed, this.config);
+    const changes = configChanges(this.config as unknown as Record<string, unknown>, next as unknown as Record<string, unknown>);
+    if (changes.length === 0) return this.config;
+    Object.assign(this.config, next);
+    const run = this.run;
+    if (run) {
+      const { store } = this.options;
+      run.config = structuredClone(this.config) as unknown as Record<string, unknown>;
+      run.configHash = configHash(this.config, this.options.source);
+      store.runs.setConfig(run.id, run.config, run.configHash);
+      store.runs.addEvent({ runId: run.id, kind: 'config-change', step: this.stepOfRun(), label: describeChanges(changes), detail: { changes }, time: new Date().toISOString() });
+      this.options.runChanged?.(run);
+    }
+    this.options.log.info('training settings changed', { model: this.model.name, changes });
+    this.maybeStep();
+    return this.config;
+  }
+
+  private stepOfRun(): number {
+    return this.model.step - (this.run?.stepOffset ?? 0);
+  }
+
+  private setStatus(status: TrainingStatus): void {
+    const changed = status !== this.status;
+    this.status = status;
+    const run = this.run;
+    if (!run || !changed) return;
+    const runStatus: RunStatus = status;
+    run.status = runStatus;
+    this.options.store.runs.setStatus(run.id, runStatus);
+    const event = ENDING_EVENTS[status];
+    if (event) {
+      const label = status === 'finished' ? `finished: ${this.config.maxSteps} steps` : status === 'failed' ? (this.lastError ?? 'failed') : 'stopped';
+      this.options.store.runs.addEvent({ runId: run.id, kind: event, step: this.stepOfRun(), label, detail: {}, time: new Date().toISOString() });
+    }
+    this.options.runChanged?.(run);
+  }
+
+  /** Counts groups left out as uniform (the discarded-share metric and warning), then records the mark. */
+  private onMark(mark: EpisodeMark): void {
+    if (mark.disposition === 'excluded-uniform-reward') {
+      const fresh = !this.discardedGroups.has(mark.groupId);
+      this.discardedGroups.add(mark.groupId);
+      if (fresh) this.updateWarnings();
+    }
+    this.record([mark]);
+  }
+
+  /** Recomputes the run's warnings; writes and announces them when they changed. */
+  private updateWarnings(): void {
+    const warnings: RunWarning[] = [];
+    let discarded = this.discardedGroups.size;
+    let used = 0;
+    for (const [d, u] of this.recentGroups) {
+      discarded += d;
+      used += u;
+    }
+    const total = discarded + used;
+    if (total >= MIN_GROUPS_FOR_WARNING && discarded / total >= DISCARDED_WARNING_SHARE) {
+      warnings.push({
+        code: 'mostly_discarded',
+        message:
+          `${discarded} of the last ${total} groups (${Math.round((100 * discarded) / total)}%) were left out: every episode of each got the same reward, ` +
+          'so the group has no advantage to learn from. The tasks are too easy or too hard for the model as it is, or the reward is constant: ' +
+          'mix in tasks of other difficulty, raise groupSize, sample at a higher temperature, or check the grader.',
+      });
+    }
+    if (this.lastCheckpointError) {
+      warnings.push({ code: 'checkpoint_failing', message: `checkpoints fail (${this.lastCheckpointError.code ?? this.lastCheckpointError.name}): the steps since the last one would be lost in a crash` });
+    }
+    if (JSON.stringify(warnings) === JSON.stringify(this.warnings)) return;
+    this.warnings = warnings;
+    const run = this.run;
+    if (run) {
+      run.warnings = warnings;
+      this.options.store.runs.setWarnings(run.id, warnings);
+      this.options.runChanged?.(run);
+    }
   }
 
   /**
@@ -172,16 +296,37 @@ export class TrainingLoop {
    * checkpoint decide the weights, the optimizer state, the step counter and the policy version.
    */
   private async resume(): Promise<void> {
-    const { model, store, log, config, checkpointDir } = this.options;
-    const history = store.history(model.name);
+    const { model, store, log, checkpointDir } = this.options;
+    const config = this.config;
+    const lastStep = store.history(model.name).lastStep;
     // One step can be caught between its checkpoint and its record: that checkpoint's update is not part of the run
     // (its episodes are still unmarked and will train again), so it must not be resumed from.
-    for (const ahead of listCheckpoints(checkpointDir).filter((c) => c.meta.step === history.lastStep + 1)) {
+    for (const ahead of listCheckpoints(checkpointDir).filter((c) => c.meta.step === lastStep + 1)) {
       log.warn('removing the checkpoint of a step that was never recorded', { model: model.name, step: ahead.meta.step });
       removeCheckpoint(ahead.dir);
     }
-    const checkpoint = latestCheckpoint(checkpointDir);
-    const checkpointStep = checkpoint?.meta.step ?? 0;
+    const opened = openRun(store, {
+      model: model.name,
+      source: this.options.source,
+      config,
+      fresh: this.options.run?.fresh ?? false,
+      name: this.options.run?.name,
+      lastModelStep: Math.max(lastStep, model.step),
+      latestCheckpointStep: latestCheckpoint(checkpointDir)?.meta.step ?? null,
+    });
+    const run = opened.run;
+    this.run = run;
+    // The run's weights come from its own lineage: checkpoints after its offset (a fresh run's offset is the last step
+    // before it, so earlier runs' checkpoints are not its own), else the source weights at the offset.
+    const offset = run.stepOffset;
+    if (opened.created && run.start.kind === 'source' && offset > 0) {
+      // The source weights come back under a version never handed out: the old numbers named other weights.
+      const fresh = store.history(model.name, offset);
+      store.revertSteps(model.name, { policyVersion: Math.max(fresh.maxPolicyVersion, model.policyVersion) + 1, checkpointStep: offset, afterStep: offset });
+    }
+    const history = store.history(model.name, offset);
+    const checkpoint = latestCheckpoint(checkpointDir, offset);
+    const checkpointStep = checkpoint?.meta.step ?? offset;
     const step = Math.max(history.lastStep, checkpointStep, model.step);
     let policyVersion: number;
     if (history.standing && history.standing.step > checkpointStep) {
@@ -224,7 +369,8 @@ export class TrainingLoop {
     }
     model.setPolicy(policyVersion, step);
     this.resumed = true;
-    if (step > 0) log.info('training resumed', { model: model.name, step, policyVersion, checkpoint: checkpoint?.dir ?? null });
+    this.options.runChanged?.(run);
+    log.info(opened.created ? 'training run started' : 'training run resumed', { model: model.name, run: run.id, step, policyVersion, checkpoint: checkpoint?.dir ?? null });
   }
 
   private onEpisodeDone(done: EpisodeDone): void {
@@ -242,19 +388,24 @@ export class TrainingLoop {
   }
 
   private maxStepsReached(): boolean {
-    const { maxSteps } = this.options.config;
-    return maxSteps > 0 && this.model.step >= maxSteps;
+    const { maxSteps } = this.config;
+    return maxSteps > 0 && this.stepOfRun() >= maxSteps;
   }
 
   private async runStep(): Promise<void> {
-    const { model, config, log } = this.options;
+    const { model, log } = this.options;
+    const config = this.config;
     let batch: BatchGroup<EpisodeDone>[] | null = null;
     const step = model.step + 1;
     /** Set once the engine holds the update, and once the store holds the step. */
     let trainedVersion: number | null = null;
     let recorded = false;
+    const rolloutMs = performance.now() - this.rolloutSince;
+    const drainStarted = performance.now();
     try {
       if (!(await this.drainUnlessStopped())) return;
+      const drainMs = performance.now() - drainStarted;
+      const updateStarted = performance.now();
       model.setState('updating');
       // Taken after draining: the episodes that finished meanwhile may complete more groups.
       batch = this.batcher.takeBatch(model.policyVersion);
@@ -267,6 +418,8 @@ export class TrainingLoop {
       const { policyVersion: _version, ...stepMetrics } = metrics;
       const rewards = trainBatch.advantages.map((a) => a.reward);
       const rewardMean = mean(rewards);
+      const lags = batch.flatMap((g) => g.episodes.map((e) => Math.max(0, model.policyVersion - e.policyVersion)));
+      const discardedGroups = this.discardedGroups.size;
       const summary: TrainStepSummary = {
         model: model.name,
         step,
@@ -282,10 +435,19 @@ export class TrainingLoop {
         metrics: stepMetrics,
         checkpoint: null,
         revertedAt: null,
+        discardedGroups,
+        discardedShare: discardedGroups / (discardedGroups + batch.length),
+        responseTokensMean: metrics.trainedTokens / Math.max(1, trainBatch.advantages.length),
+        policyLagMean: mean(lags),
+        policyLagMax: lags.length ? Math.max(...lags) : 0,
+        rolloutTokensPerS: rolloutMs > 0 ? metrics.trainedTokens / (rolloutMs / 1000) : 0,
+        phases: { rolloutMs, drainMs, updateMs: 0 },
+        runId: this.run?.id ?? null,
       };
-      const last = config.maxSteps > 0 && step >= config.maxSteps;
+      const last = config.maxSteps > 0 && step - (this.run?.stepOffset ?? 0) >= config.maxSteps;
       // Commit order (module comment): checkpoint, then the step's record, then the new version goes out.
       summary.checkpoint = await this.maybeCheckpoint(summary, last);
+      summary.phases = { rolloutMs, drainMs, updateMs: performance.now() - updateStarted };
       this.options.store.recordStep(
         summary,
         trainBatch.advantages.map((a) => a.episodeId),
@@ -293,13 +455,17 @@ export class TrainingLoop {
       recorded = true;
       model.setPolicy(metrics.policyVersion, step);
       this.uncheckpointed = summary.checkpoint === null ? summary : null;
-      if (last) this.status = 'finished';
+      this.recentGroups.push([discardedGroups, batch.length]);
+      if (this.recentGroups.length > WARNING_WINDOW_STEPS) this.recentGroups.shift();
+      this.discardedGroups.clear();
+      this.updateWarnings();
+      if (last) this.setStatus('finished');
       this.options.publish({ type: 'train-step', data: summary });
       log.info('train step', { model: model.name, step, policyVersion: summary.policyVersion, loss: metrics.loss, tokens: metrics.tokens, timeMs: metrics.timeMs });
     } catch (err) {
       const error = err as Error;
-      this.status = 'failed';
       this.lastError = `${error.name}: ${error.message}`;
+      this.setStatus('failed');
       log.error('train step failed', { model: model.name, step, error: this.lastError });
       // Recorded: the step stands (only what came after failed), its episodes are trained.
       if (recorded) return;
@@ -310,6 +476,7 @@ export class TrainingLoop {
         this.record(group.episodes.map((e) => ({ episodeId: e.episodeId, groupId: group.groupId, disposition: 'dropped-step-failed', detail: `step ${step}: ${this.lastError ?? ''}`, step })));
       }
     } finally {
+      this.rolloutSince = performance.now();
       model.resume();
     }
   }
@@ -332,7 +499,8 @@ export class TrainingLoop {
    * was stored and what the merge view shows), what one sample per call would have cost, and their success flags.
    */
   private loadGroups(batch: BatchGroup<EpisodeDone>[]): Array<{ groupId: string; episodes: LoadedEpisode[] }> {
-    const { store, config, log } = this.options;
+    const { store, log } = this.options;
+    const config = this.config;
     return batch.map((group) => ({
       groupId: group.groupId,
       episodes: group.episodes.map((episode) => {
@@ -353,8 +521,9 @@ export class TrainingLoop {
    * says why it is not resumable, and a crash before the next checkpoint reverts it (resume).
    */
   private async maybeCheckpoint(summary: TrainStepSummary, last: boolean): Promise<string | null> {
-    const { checkpointEvery, train } = this.options.config;
-    const due = (checkpointEvery > 0 && summary.step % checkpointEvery === 0) || last || this.lastCheckpointError !== null;
+    const { checkpointEvery, train } = this.config;
+    const runStep = summary.step - (this.run?.stepOffset ?? 0);
+    const due = (checkpointEvery > 0 && runStep % checkpointEvery === 0) || last || this.lastCheckpointError !== null;
     if (!due) return null;
     try {
       const saved = await saveCheckpoint(this.model.engine, this.options.checkpointDir, {
@@ -379,6 +548,16 @@ export class TrainingLoop {
     if (marks.length > 0) this.options.store.markEpisodes(marks);
   }
 }
+
+/** The statuses that end a stretch of training, and the event each leaves on the run's curve. */
+const ENDING_EVENTS: Partial<Record<TrainingStatus, RunEventKind>> = { stopped: 'stop', finished: 'finish', failed: 'fail' };
+/** Settings a live change may not touch: stored episodes were merged in mergeMode, the engine started with lora and seed. */
+const FIXED_KEYS = ['mergeMode', 'lora', 'seed'] as const;
+/** The discarded-share warning looks at the groups of this many recent steps (and those since the last one)… */
+const WARNING_WINDOW_STEPS = 5;
+/** …once there are enough of them for a share to mean something, and warns when at least this share was left out. */
+const MIN_GROUPS_FOR_WARNING = 8;
+const DISCARDED_WARNING_SHARE = 0.5;
 
 type LoadedEpisode = EpisodeForTraining & { naiveTokens: number; success: boolean | null };
 

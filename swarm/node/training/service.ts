@@ -6,6 +6,7 @@
  *   GET  /api/models/:name/steps?after=S&limit=N      → { steps: TrainStepSummary[] } oldest first, after step S
  *   GET  /api/models/:name/checkpoints                → { checkpoints: CheckpointInfo[] } newest first
  *   GET  /api/models/:name/checkpoints/:step/archive  → the checkpoint folder as a tar archive (download)
+ *   /api/runs…                                        → the data dir's training runs (run-routes.ts)
  */
 import { z } from 'zod';
 import type { ModelHost } from '../models/model-host.ts';
@@ -22,6 +23,9 @@ import type { TrainingConfig } from './config.ts';
 import { TrainingStateError } from './errors.ts';
 import { TrainingLoop } from './loop.ts';
 import type { TrainingStore } from './store-port.ts';
+import { addRunRoutes } from './run-routes.ts';
+import { runSummary } from './run-views.ts';
+import { unfinishedRuns, updateRunStatus } from '../store/training-runs.ts';
 
 export const trainingActionSchema = z.object({ action: z.enum(['start', 'pause', 'stop']) }).strict();
 
@@ -36,6 +40,10 @@ export interface TrainingServiceOptions {
   configOf: (model: string) => TrainingConfig;
   /** Start every model's loop right away (default true). */
   autoStart?: boolean;
+  /** Each model's source as text (a run's identity includes it). */
+  sourceOf: (model: string) => string;
+  /** `--new-run`: every model starts a new run from its source weights; `--run-name`: what to call it. */
+  run?: { fresh?: boolean; name?: string };
 }
 
 export class TrainingService implements ServiceHandle {
@@ -48,11 +56,17 @@ export class TrainingService implements ServiceHandle {
     private readonly options: TrainingServiceOptions,
   ) {
     const { host, store } = options;
-    for (const model of host.models) {
-      if (model.state === 'failed') continue;
+    // Runs left running or paused were cut short by a crash; the next start with the same settings continues them.
+    for (const run of unfinishedRuns(ctx.db)) updateRunStatus(ctx.db, run.id, 'crashed');
+    const trainable = host.models.filter((m) => m.state !== 'failed');
+    for (const model of trainable) {
+      const name = options.run?.name && trainable.length > 1 ? `${options.run.name}-${model.name}` : options.run?.name;
       const loop = new TrainingLoop({
         model,
         config: options.configOf(model.name),
+        source: options.sourceOf(model.name),
+        run: { fresh: options.run?.fresh, name },
+        runChanged: (run) => ctx.publish({ type: 'run', data: runSummary(ctx.db, run) }),
         store,
         checkpointDir: checkpointsDir(ctx.paths.dataDir, model.name),
         log: ctx.log.child({ component: 'training', model: model.name }),
@@ -62,6 +76,11 @@ export class TrainingService implements ServiceHandle {
     }
     this.routes = new ControlRouter(ctx.controlToken);
     this.addRoutes(this.routes);
+    addRunRoutes(this.routes, {
+      db: ctx.db,
+      log: ctx.log,
+      loopOfRun: (runId) => [...this.loops.values()].find((loop) => loop.currentRun()?.id === runId),
+    });
   }
 
   /** Whether the model's loop is collecting episodes and stepping (a mirror never loads weights over those). */

@@ -23,6 +23,16 @@ import {
   revertTrainSteps,
   type TrainStep,
 } from '../store/train-steps.ts';
+import {
+  discardEpisodesBefore,
+  insertRun,
+  insertRunEvent,
+  latestRunOfModel,
+  nextRunNumbers,
+  setRunWarnings,
+  updateRunConfig,
+  updateRunStatus,
+} from '../store/training-runs.ts';
 import type { EpisodeMark } from './batcher.ts';
 import type { TrainingStore } from './store-port.ts';
 
@@ -31,20 +41,30 @@ const KEEP_STATE: ReadonlySet<EpisodeMark['disposition']> = new Set(['ignored-ev
 
 export function sqliteTrainingStore(db: Database): TrainingStore {
   return {
+    runs: {
+      latest: (model) => latestRunOfModel(db, model) ?? null,
+      nextNumbers: (model) => nextRunNumbers(db, model),
+      create: (run) => insertRun(db, run),
+      setStatus: (id, status) => updateRunStatus(db, id, status),
+      setConfig: (id, config, hash) => updateRunConfig(db, id, config, hash),
+      setWarnings: (id, warnings) => setRunWarnings(db, id, warnings),
+      addEvent: (event) => insertRunEvent(db, event),
+      discardEpisodesBefore: (model, before, reason) => discardEpisodesBefore(db, model, before, reason),
+    },
     lastStep(model) {
       const last = latestTrainStep(db, model);
       return last ? { step: last.step, policyVersion: last.policyVersion } : null;
     },
     insertStep(summary) {
-      const { model, step, policyVersion, time, ...rest } = summary;
-      insertTrainStep(db, { model, step, policyVersion, createdAt: time, metrics: { ...rest } });
+      const { model, step, policyVersion, time, runId, ...rest } = summary;
+      insertTrainStep(db, { model, step, policyVersion, createdAt: time, runId, metrics: { ...rest } });
     },
     recordStep(summary, episodeIds) {
-      const { model, step, policyVersion, time, ...rest } = summary;
-      recordTrainStep(db, { model, step, policyVersion, createdAt: time, metrics: { ...rest } }, episodeIds);
+      const { model, step, policyVersion, time, runId, ...rest } = summary;
+      recordTrainStep(db, { model, step, policyVersion, createdAt: time, runId, metrics: { ...rest } }, episodeIds);
     },
-    history(model) {
-      const standing = latestStandingTrainStep(db, model);
+    history(model, afterStep = 0) {
+      const standing = latestStandingTrainStep(db, model, afterStep);
       const restore = latestPolicyRestore(db, model);
       return {
         lastStep: latestTrainStep(db, model)?.step ?? 0,
@@ -82,5 +102,5 @@ export function sqliteTrainingStore(db: Database): TrainingStore {
 
 function summaryFromRow(row: TrainStep): TrainStepSummary {
   const rest = row.metrics as Omit<TrainStepSummary, 'model' | 'step' | 'policyVersion' | 'time'>;
-  return { ...rest, model: row.model, step: row.step, policyVersion: row.policyVersion, time: row.createdAt, revertedAt: row.revertedAt };
+  return { ...rest, model: row.model, step: row.step, policyVersion: row.policyVersion, time: row.createdAt, revertedAt: row.revertedAt, runId: row.runId ?? null };
 }

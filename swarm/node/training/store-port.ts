@@ -5,6 +5,8 @@
 import type { MergeCall, MergeMode } from '../../common/timeline/merge.ts';
 import type { TrainStepSummary } from '../../common/api.ts';
 import type { SampleTimeline } from './advantages.ts';
+import type { RunStatus, RunWarning } from '../../common/runs-api.ts';
+import type { RunEventRecord, TrainingRunRow } from '../store/training-runs.ts';
 import type { EpisodeMark } from './batcher.ts';
 
 /** An ended episode as training takes it: the timelines stored at its end, never merged again. */
@@ -38,7 +40,22 @@ export interface TrainingHistory {
   maxPolicyVersion: number;
 }
 
+/** The model's training runs (swarm/node/store/training-runs.ts). */
+export interface RunsStore {
+  latest(model: string): TrainingRunRow | null;
+  /** The next run's sequence number across the data dir, and its number among the model's runs. */
+  nextNumbers(model: string): { seq: number; ofModel: number };
+  create(run: TrainingRunRow): void;
+  setStatus(id: string, status: RunStatus): void;
+  setConfig(id: string, config: Record<string, unknown>, configHash: string): void;
+  setWarnings(id: string, warnings: readonly RunWarning[]): void;
+  addEvent(event: RunEventRecord): void;
+  /** Marks ended, unmarked train episodes created before `before` discarded (another run's rollouts). */
+  discardEpisodesBefore(model: string, before: string, reason: string): number;
+}
+
 export interface TrainingStore {
+  runs: RunsStore;
   /** The model's latest recorded step, or null before its first. */
   lastStep(model: string): { step: number; policyVersion: number } | null;
   insertStep(summary: TrainStepSummary): void;
@@ -47,7 +64,8 @@ export interface TrainingStore {
    * (TrainStepExistsError, and nothing written, when the step number is taken).
    */
   recordStep(summary: TrainStepSummary, episodeIds: readonly string[]): void;
-  history(model: string): TrainingHistory;
+  /** Where training stands; `standing` only counts steps after `afterStep` (a run's own steps). */
+  history(model: string, afterStep?: number): TrainingHistory;
   /**
    * The weights went back to checkpoint `checkpointStep` (0: the weights training started from) under the fresh
    * `policyVersion`: later standing steps are marked reverted and their episodes queued again. Returns both.

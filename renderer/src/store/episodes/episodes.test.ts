@@ -3,7 +3,7 @@ import type { CallRecord } from '../../../../swarm/common/timeline/call.ts';
 import { createAppStore } from '../index.ts';
 import { createControlApiClient, queryString } from '../../api/client.ts';
 import { episodesSelectors } from './selectors.ts';
-import { EPISODE_PAGE_SIZE, MAX_CACHED_PAGES } from './slice.ts';
+import { EPISODE_PAGE_SIZE, MAX_CACHED_PAGES, emptyEpisodeFilter } from './slice.ts';
 import type { EpisodeListItem, EpisodePage } from './types.ts';
 
 function item(i: number): EpisodeListItem {
@@ -92,7 +92,7 @@ describe('episodes slice: a paged window over 100,000 episodes', () => {
   });
 
   it('sends free text to the search route and everything else to the plain list', () => {
-    const filter = { model: 'tiny', taskId: '', kind: '' as const, state: '' as const, query: ' calc ' };
+    const filter = { ...emptyEpisodeFilter, model: 'tiny', query: ' calc ' };
     expect(episodesSelectors.pagePath(filter, 0)).toBe(
       `/ui/episodes?q=calc&model=tiny&limit=${EPISODE_PAGE_SIZE}&offset=0`,
     );

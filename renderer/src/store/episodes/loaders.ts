@@ -27,6 +27,30 @@ export function loadVisibleEpisodes(
   }
 }
 
+/**
+ * "Compare versions": finds the task's latest finished episode at each version and loads both (messages, reward,
+ * state). A version without one shows as such; a failed request shows its error.
+ */
+export function compareVersions(
+  store: StoreApi<AppStore>,
+  request: ApiRequest,
+  taskId: string,
+  versions: readonly [number, number],
+): Promise<void> {
+  const compare = store.getState().episodeCompareStarted(taskId, versions);
+  const loadSide = async (index: 0 | 1) => {
+    const version = versions[index];
+    const page = await request<EpisodePage>('GET', episodesSelectors.comparePath(taskId, version));
+    const found = page.episodes[0];
+    if (!found) return store.getState().episodeCompareSideLoaded(compare, index, { status: 'none', version });
+    const detail = await request<EpisodeDetail>('GET', `/episodes/${encodeURIComponent(found.id)}`);
+    store.getState().episodeCompareSideLoaded(compare, index, { status: 'loaded', version, detail });
+  };
+  return Promise.all([loadSide(0), loadSide(1)])
+    .then(() => undefined)
+    .catch((error: unknown) => store.getState().episodeCompareFailed(compare, describeError(error)));
+}
+
 /** Selects an episode and loads its calls (the conversation). */
 export function openEpisode(store: StoreApi<AppStore>, request: ApiRequest, id: string): void {
   store.getState().episodeSelected(id);

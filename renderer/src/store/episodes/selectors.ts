@@ -1,7 +1,7 @@
 import type { CallRecord } from '../../../../swarm/common/timeline/call.ts';
 import { queryString } from '../../api/client.ts';
 import { EPISODE_PAGE_SIZE, type EpisodesState } from './slice.ts';
-import type { EpisodeFilter, EpisodeListItem } from './types.ts';
+import { FINISHED_STATES, type EpisodeFilter, type EpisodeListItem, type EpisodeSort } from './types.ts';
 
 export type ChatMessage = CallRecord['messages'][number];
 
@@ -47,6 +47,10 @@ function pagePath(filter: EpisodeFilter, pageIndex: number): string {
     taskId: filter.taskId || undefined,
     kind: filter.kind || undefined,
     state: filter.state || undefined,
+    client: filter.client || undefined,
+    policyVersion: filter.policyVersion || undefined,
+    // The default order is left out: a peer from before sorting existed answers the same.
+    sort: filter.sort === 'newest' ? undefined : filter.sort,
     limit: EPISODE_PAGE_SIZE,
     offset: pageIndex * EPISODE_PAGE_SIZE,
   };
@@ -54,7 +58,21 @@ function pagePath(filter: EpisodeFilter, pageIndex: number): string {
 }
 
 function isFiltered(filter: EpisodeFilter): boolean {
-  return Boolean(filter.model || filter.taskId || filter.kind || filter.state || filter.query.trim());
+  return Boolean(
+    filter.model || filter.taskId || filter.kind || filter.state || filter.client || filter.policyVersion || filter.query.trim(),
+  );
+}
+
+/** The Reward header's click: highest first, then lowest first, then back to the time order. */
+function nextRewardSort(sort: EpisodeSort): EpisodeSort {
+  if (sort === 'reward-desc') return 'reward-asc';
+  if (sort === 'reward-asc') return 'newest';
+  return 'reward-desc';
+}
+
+/** The request for one side of a comparison: the task's latest finished episode at that version. */
+function comparePath(taskId: string, version: number): string {
+  return `/episodes${queryString({ taskId, policyVersion: version, state: FINISHED_STATES.join(','), limit: 1 })}`;
 }
 
 export interface AgentConversation {
@@ -84,4 +102,4 @@ function conversations(calls: readonly CallRecord[]): AgentConversation[] {
   }));
 }
 
-export const episodesSelectors = { rowCount, rowAt, pagesToLoad, pagePath, isFiltered, conversations };
+export const episodesSelectors = { rowCount, rowAt, pagesToLoad, pagePath, isFiltered, nextRewardSort, comparePath, conversations };

@@ -5,7 +5,7 @@
  */
 import type { StateCreator } from 'zustand';
 import type { AppStore } from '../types.ts';
-import type { EpisodeDetail, EpisodeFilter, EpisodeListItem, EpisodePage } from './types.ts';
+import type { CompareSide, EpisodeComparison, EpisodeDetail, EpisodeFilter, EpisodeListItem, EpisodePage } from './types.ts';
 
 /** Rows per request: a screenful several times over, small enough to answer in milliseconds. */
 export const EPISODE_PAGE_SIZE = 100;
@@ -30,6 +30,10 @@ export interface EpisodesState {
   selectedId: string | null;
   detail: EpisodeDetail | null;
   detailError: string | null;
+  /** "Compare versions" (null while closed): two episodes of one task side by side. */
+  compare: EpisodeComparison | null;
+  /** The latest comparison request's number. */
+  compareRequests: number;
 }
 
 export interface EpisodesActions {
@@ -42,11 +46,27 @@ export interface EpisodesActions {
   episodeSelected(id: string | null): void;
   episodeDetailLoaded(detail: EpisodeDetail): void;
   episodeDetailFailed(id: string, message: string): void;
+  /** Opens "Compare versions" with a proposal (task, versions) and nothing asked yet. */
+  episodeCompareOpened(taskId: string, versions: readonly [number, number]): void;
+  /** Starts a comparison of `taskId` at two versions; returns its request number (for the answers). */
+  episodeCompareStarted(taskId: string, versions: readonly [number, number]): number;
+  episodeCompareSideLoaded(request: number, index: 0 | 1, side: CompareSide): void;
+  episodeCompareFailed(request: number, message: string): void;
+  episodeCompareClosed(): void;
 }
 
 export type EpisodesSlice = { episodes: EpisodesState } & EpisodesActions;
 
-export const emptyEpisodeFilter: EpisodeFilter = { model: '', taskId: '', kind: '', state: '', query: '' };
+export const emptyEpisodeFilter: EpisodeFilter = {
+  model: '',
+  taskId: '',
+  kind: '',
+  state: '',
+  client: '',
+  policyVersion: '',
+  query: '',
+  sort: 'newest',
+};
 
 export const initialEpisodesState: EpisodesState = {
   filter: emptyEpisodeFilter,
@@ -58,9 +78,11 @@ export const initialEpisodesState: EpisodesState = {
   selectedId: null,
   detail: null,
   detailError: null,
+  compare: null,
+  compareRequests: 0,
 };
 
-export const createEpisodesSlice: StateCreator<AppStore, [], [], EpisodesSlice> = (set) => {
+export const createEpisodesSlice: StateCreator<AppStore, [], [], EpisodesSlice> = (set, get) => {
   const update = (fn: (s: EpisodesState) => Partial<EpisodesState> | null) =>
     set((store) => {
       const patch = fn(store.episodes);
@@ -107,6 +129,34 @@ export const createEpisodesSlice: StateCreator<AppStore, [], [], EpisodesSlice> 
       update((s) => (detail.episode.id === s.selectedId ? { detail, detailError: null } : null)),
     episodeDetailFailed: (id, message) =>
       update((s) => (id === s.selectedId ? { detailError: message } : null)),
+    episodeCompareOpened: (taskId, [a, b]) =>
+      update((s) => ({
+        compareRequests: s.compareRequests + 1,
+        compare: {
+          request: s.compareRequests + 1,
+          taskId,
+          error: null,
+          sides: [{ status: 'idle', version: a }, { status: 'idle', version: b }],
+        },
+      })),
+    episodeCompareStarted: (taskId, [a, b]) => {
+      const request = get().episodes.compareRequests + 1;
+      update(() => ({
+        compareRequests: request,
+        compare: { request, taskId, error: null, sides: [{ status: 'loading', version: a }, { status: 'loading', version: b }] },
+      }));
+      return request;
+    },
+    episodeCompareSideLoaded: (request, index, side) =>
+      update((s) => {
+        if (s.compare?.request !== request) return null;
+        const sides: [CompareSide, CompareSide] = [...s.compare.sides];
+        sides[index] = side;
+        return { compare: { ...s.compare, sides } };
+      }),
+    episodeCompareFailed: (request, message) =>
+      update((s) => (s.compare?.request === request ? { compare: { ...s.compare, error: message } } : null)),
+    episodeCompareClosed: () => update((s) => (s.compare === null ? null : { compare: null })),
   };
 };
 

@@ -6,6 +6,7 @@ import { showView } from './navigation.ts';
 import { episodesSelectors, type ChatMessage } from '../../store/episodes/selectors.ts';
 import { loadTimeline } from '../../store/timeline/loaders.ts';
 import { apiRequest } from '../../api/page-client.ts';
+import type { EpisodeDetail as EpisodeDetailPayload } from '../../store/episodes/types.ts';
 import { formatEpisodeTime, formatReward, shortHash } from './format.ts';
 
 export function EpisodeDetail() {
@@ -38,7 +39,6 @@ export function EpisodeDetail() {
     );
   }
   const { episode, calls } = detail;
-  const conversations = episodesSelectors.conversations(calls);
   return (
     <Panel
       title="Episode"
@@ -91,7 +91,17 @@ export function EpisodeDetail() {
           ) : null}
         </Fact>
       </dl>
-      {conversations.length === 0 && <p className="muted">No LLM call was recorded for this episode.</p>}
+      <EpisodeConversations calls={calls} />
+    </Panel>
+  );
+}
+
+/** What each agent of an episode said and was answered (also one side of "Compare versions"). */
+export function EpisodeConversations({ calls }: { calls: EpisodeDetailPayload['calls'] }) {
+  const conversations = episodesSelectors.conversations(calls);
+  if (conversations.length === 0) return <p className="muted">No LLM call was recorded for this episode.</p>;
+  return (
+    <>
       {conversations.map((conversation, i) => (
         <section key={conversation.agentKey} className="conversation" aria-label={`Conversation ${i + 1}`}>
           {conversations.length > 1 && (
@@ -107,11 +117,11 @@ export function EpisodeDetail() {
           </ol>
         </section>
       ))}
-    </Panel>
+    </>
   );
 }
 
-function Fact({ label, children }: { label: string; children: React.ReactNode }) {
+export function Fact({ label, children }: { label: string; children: React.ReactNode }) {
   return (
     <div className="facts__row">
       <dt>{label}</dt>

@@ -7,7 +7,7 @@ import { memo, useCallback, useEffect, useRef, useState, type KeyboardEvent } fr
 import { appStore, useAppStore } from '../../store/index.ts';
 import { loadVisibleEpisodes, openEpisode } from '../../store/episodes/loaders.ts';
 import { episodesSelectors } from '../../store/episodes/selectors.ts';
-import type { EpisodeListItem } from '../../store/episodes/types.ts';
+import type { EpisodeListItem, EpisodeSort } from '../../store/episodes/types.ts';
 import { apiRequest } from '../../api/page-client.ts';
 import { formatEpisodeTime, formatReward, shortHash } from './format.ts';
 
@@ -73,11 +73,15 @@ export function EpisodesList() {
   return (
     <div className="episode-table" role="grid" aria-rowcount={count + 1} aria-label="Episodes">
       <div className="episode-row episode-row--head" role="row" aria-rowindex={1}>
-        {COLUMNS.map((c) => (
-          <div key={c} role="columnheader" className={`episode-cell episode-cell--${c.toLowerCase()}`}>
-            {c}
-          </div>
-        ))}
+        {COLUMNS.map((c) =>
+          c === 'Reward' ? (
+            <RewardHeader key={c} sort={episodes.filter.sort} />
+          ) : (
+            <div key={c} role="columnheader" className={`episode-cell episode-cell--${c.toLowerCase()}`}>
+              {c}
+            </div>
+          ),
+        )}
       </div>
       <div
         ref={scrollRef}
@@ -109,7 +113,26 @@ export function EpisodesList() {
   );
 }
 
-const COLUMNS = ['Time', 'Model', 'Script', 'Task', 'Reward', 'State', 'Calls', 'Saved'] as const;
+const COLUMNS = ['Time', 'Model', 'Script', 'Task', 'Reward', 'Version', 'State', 'Calls', 'Saved'] as const;
+
+/** The Reward header sorts: highest first, lowest first, then back to the time order (the filter's sort). */
+function RewardHeader({ sort }: { sort: EpisodeSort }) {
+  const ariaSort = sort === 'reward-desc' ? 'descending' : sort === 'reward-asc' ? 'ascending' : 'none';
+  return (
+    <div role="columnheader" className="episode-cell episode-cell--reward" aria-sort={ariaSort}>
+      <button
+        type="button"
+        className="episode-sort"
+        data-testid="episodes-sort-reward"
+        data-sort={ariaSort}
+        title="Sort by reward (episodes without one last)"
+        onClick={() => appStore.getState().episodeFilterChanged({ sort: episodesSelectors.nextRewardSort(sort) })}
+      >
+        Reward{sort === 'reward-desc' ? ' ↓' : sort === 'reward-asc' ? ' ↑' : ''}
+      </button>
+    </div>
+  );
+}
 
 /** One row; memoised, so scrolling re-renders only the rows that enter the window. */
 const EpisodeRow = memo(function EpisodeRow({
@@ -171,6 +194,9 @@ const EpisodeRow = memo(function EpisodeRow({
       </div>
       <div role="gridcell" className="episode-cell episode-cell--reward mono">
         {formatReward(row.reward)}
+      </div>
+      <div role="gridcell" className="episode-cell episode-cell--version mono">
+        v{row.policyVersion}
       </div>
       <div role="gridcell" className="episode-cell episode-cell--state">
         <span className="state-tag" data-state={row.state} title={row.abortReason ?? undefined}>

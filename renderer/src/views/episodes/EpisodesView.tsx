@@ -4,10 +4,14 @@ import { Panel } from '../../components/Panel.tsx';
 import { formatCount } from '../../format.ts';
 import { appStore, useAppStore } from '../../store/index.ts';
 import { EPISODE_KINDS, EPISODE_STATES } from '../../store/episodes/types.ts';
+import { EpisodeCompare } from './EpisodeCompare.tsx';
 import { EpisodeDetail } from './EpisodeDetail.tsx';
 import { EpisodesList } from './EpisodesList.tsx';
 import './data-views.css';
 import './episodes.css';
+
+/** What the Version filter sends: a whole number (the API refuses anything else with 400). */
+const POLICY_VERSION = /^\d{1,15}$/;
 
 /** New episodes refresh the list at most this often: a busy swarm ends many a second. */
 const REFRESH_MIN_MS = 2_000;
@@ -15,6 +19,7 @@ const REFRESH_MIN_MS = 2_000;
 export function EpisodesView() {
   const total = useAppStore((s) => s.episodes.total);
   const error = useAppStore((s) => s.episodes.error);
+  const comparing = useAppStore((s) => s.episodes.compare !== null);
   useRefreshOnNewEpisodes();
   return (
     <div className="split episodes-view">
@@ -41,7 +46,7 @@ export function EpisodesView() {
         {/* Mounted even when empty: it keeps asking for page 0, which brings the first episodes when they arrive. */}
         <EpisodesList />
       </Panel>
-      <EpisodeDetail />
+      {comparing ? <EpisodeCompare /> : <EpisodeDetail />}
     </div>
   );
 }
@@ -75,15 +80,27 @@ function EpisodeFilters() {
   const change = appStore.getState().episodeFilterChanged;
   const [query, setQuery] = useState(filter.query);
   const [taskId, setTaskId] = useState(filter.taskId);
+  const [client, setClient] = useState(filter.client);
+  const [policyVersion, setPolicyVersion] = useState(filter.policyVersion);
+  const comparing = useAppStore((s) => s.episodes.compare !== null);
+  // Only digits reach the API; anything else typed is shown, marked invalid, and not sent.
+  const versionValid = policyVersion === '' || POLICY_VERSION.test(policyVersion);
 
   // Typing settles before a request goes out.
   useEffect(() => {
     const timer = setTimeout(() => {
       const current = appStore.getState().episodes.filter;
-      if (current.query !== query || current.taskId !== taskId) change({ query, taskId });
+      const typed = { query, taskId, client: client.trim(), policyVersion: versionValid ? policyVersion : current.policyVersion };
+      if (
+        current.query !== typed.query ||
+        current.taskId !== typed.taskId ||
+        current.client !== typed.client ||
+        current.policyVersion !== typed.policyVersion
+      )
+        change(typed);
     }, 250);
     return () => clearTimeout(timer);
-  }, [query, taskId, change]);
+  }, [query, taskId, client, policyVersion, versionValid, change]);
 
   return (
     <div className="toolbar episode-filters" role="search">
@@ -120,11 +137,36 @@ function EpisodeFilters() {
         />
       </label>
       <label className="field">
+        <span className="field__label">Client</span>
+        <input
+          className="input"
+          value={client}
+          onChange={(e) => setClient(e.target.value)}
+          placeholder="exact client"
+          style={{ width: 120 }}
+          data-testid="episodes-filter-client"
+        />
+      </label>
+      <label className="field">
+        <span className="field__label">Version</span>
+        <input
+          className="input input--narrow"
+          inputMode="numeric"
+          value={policyVersion}
+          onChange={(e) => setPolicyVersion(e.target.value.trim())}
+          placeholder="any"
+          aria-invalid={!versionValid || undefined}
+          title={versionValid ? 'policy version the episode began with' : 'a policy version is a whole number'}
+          data-testid="episodes-filter-version"
+        />
+      </label>
+      <label className="field">
         <span className="field__label">Kind</span>
         <select
           className="select"
           value={filter.kind}
           onChange={(e) => change({ kind: e.target.value as typeof filter.kind })}
+          data-testid="episodes-filter-kind"
         >
           <option value="">Any</option>
           {EPISODE_KINDS.map((k) => (
@@ -138,7 +180,7 @@ function EpisodeFilters() {
           className="select"
           value={filter.state}
           onChange={(e) => change({ state: e.target.value as typeof filter.state })}
-          data-testid="episode-state-filter"
+          data-testid="episodes-filter-state"
         >
           <option value="">Any</option>
           {EPISODE_STATES.map((k) => (
@@ -146,6 +188,23 @@ function EpisodeFilters() {
           ))}
         </select>
       </label>
+      <button
+        type="button"
+        className="button"
+        aria-pressed={comparing}
+        onClick={() => {
+          if (comparing) appStore.getState().episodeCompareClosed();
+          else {
+            // Opens the panel; the comparison starts when its form is sent.
+            const { detail } = appStore.getState().episodes;
+            const version = detail?.episode.policyVersion ?? 0;
+            appStore.getState().episodeCompareOpened(detail?.episode.taskId ?? '', [Math.max(0, version - 1), version]);
+          }
+        }}
+        data-testid="episodes-compare"
+      >
+        Compare versions
+      </button>
     </div>
   );
 }

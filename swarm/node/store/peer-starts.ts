@@ -1,8 +1,8 @@
-/** The peer's runs (one row per start of `agentjet serve`/`node`, migration 1) and what its status reports of the store. */
+/** The peer's starts (one row per start of `agentjet serve`/`node`; migrations 1 and 9) and what its status reports of the store. */
 import type { Database } from 'better-sqlite3';
 import { statement } from './statements.ts';
 
-export interface PeerRunStart {
+export interface PeerStart {
   id: string;
   /** ISO time. */
   startedAt: string;
@@ -12,17 +12,17 @@ export interface PeerRunStart {
   args: readonly string[];
 }
 
-export function recordRunStart(db: Database, run: PeerRunStart): void {
-  statement(db, 'INSERT INTO runs (id, started_at, version, args) VALUES (?, ?, ?, ?)').run(
-    run.id,
-    run.startedAt,
-    run.version,
-    JSON.stringify(run.args),
+export function recordPeerStart(db: Database, start: PeerStart): void {
+  statement(db, 'INSERT INTO peer_starts (id, started_at, version, args) VALUES (?, ?, ?, ?)').run(
+    start.id,
+    start.startedAt,
+    start.version,
+    JSON.stringify(start.args),
   );
 }
 
-export function recordRunStop(db: Database, runId: string, stoppedAt = new Date().toISOString()): void {
-  statement(db, 'UPDATE runs SET stopped_at = ? WHERE id = ?').run(stoppedAt, runId);
+export function recordPeerStop(db: Database, startId: string, stoppedAt = new Date().toISOString()): void {
+  statement(db, 'UPDATE peer_starts SET stopped_at = ? WHERE id = ?').run(stoppedAt, startId);
 }
 
 /** Episodes in the store; 0 for a store whose migrations stop before the episodes table (opened with fewer). */
