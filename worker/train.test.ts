@@ -101,6 +101,25 @@ describe('PPO loss', () => {
     expect(second.kl).toBeGreaterThan(0);
     expect(second.entropy).toBeGreaterThan(0);
   });
+
+  it('adds an entropy bonus: with zero advantages the loss is minus the bonus, and steps raise the entropy', async () => {
+    const tokens = new ByteTokenizer().encode('aaaaaaaaaaaa');
+    const run = async (entropyCoef: number) => {
+      const engine = await makeEngine(7);
+      const sample: TrainSample = { tokens, lossMask: tokens.map((_, i) => (i > 0 ? 1 : 0)), advantages: tokens.map(() => 0), oldLogprobs: (await engine.logprobs([tokens]))[0] };
+      const options = { entropyCoef, normalization: 'token-mean' as const, learningRate: 1e-3 };
+      const first = await engine.trainStep([sample], options);
+      for (let i = 0; i < 4; i++) await engine.trainStep([sample], options);
+      return { first, last: await engine.trainStep([sample], options) };
+    };
+    const off = await run(0);
+    const on = await run(0.5);
+    expect(off.first.loss).toBeCloseTo(0, 6);
+    expect(on.first.loss).toBeCloseTo(-0.5 * on.first.entropy, 4);
+    // Without a bonus and without advantages nothing moves; with one the policy spreads out.
+    expect(off.last.entropy).toBeCloseTo(off.first.entropy, 4);
+    expect(on.last.entropy).toBeGreaterThan(on.first.entropy);
+  });
 });
 
 describe('micro-batching', () => {

@@ -52,6 +52,13 @@ export interface CreateEpisodeResponse {
   /** The model's canonical name (the request may have used an alias). */
   model: string;
   policyVersion: number;
+  /** The model's training step now (absent from peers before it was sent). */
+  step?: number;
+  /**
+   * Run held-out tasks on the weights of every Nth step (the model's training setting `evalEvery`; 0 or absent:
+   * once per pass over the tasks). Runners anywhere in the swarm follow the server's setting.
+   */
+  evalEvery?: number;
 }
 
 export const endEpisodeRequestSchema = z

@@ -167,6 +167,8 @@ export class PeerRuntime {
         models: (options.models ?? []).map((spec) => ({ ...spec, engine: { lora: trainingConfigOf(spec.name).lora, seed: trainingConfigOf(spec.name).seed } })),
         startEngine: options.startEngine,
         mergeModeOf: (model) => trainingConfigOf(model).mergeMode,
+        // Read at each episode start, so a live change of the setting reaches the runners.
+        evalEveryOf: (model) => this.training?.loops.get(model)?.state().config.evalEvery ?? trainingConfigOf(model).evalEvery,
       }),
     );
     const uiRoutes = new ControlRouter(this.token);

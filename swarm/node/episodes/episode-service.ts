@@ -67,6 +67,8 @@ export interface EpisodeServiceOptions {
    * timelines are the ones trained on and the ones the merge view shows. Default: 'merged' for every model.
    */
   mergeModeOf?: (model: string) => MergeMode;
+  /** How often the model's held-out tasks should run (training setting evalEvery; default 0, once per pass). */
+  evalEveryOf?: (model: string) => number;
 }
 
 export class EpisodeService {
@@ -135,6 +137,8 @@ export class EpisodeService {
       apiKey: mintEpisodeKey(this.options.secret, episodeId),
       model: model.name,
       policyVersion: meta.policyVersion,
+      step: model.step,
+      evalEvery: this.options.evalEveryOf?.(model.name) ?? 0,
     };
   }
 

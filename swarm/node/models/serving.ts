@@ -24,6 +24,8 @@ export interface ServingInit {
   models: HostedModelSpec[];
   /** How each model's episodes are merged when they end: the mode its training loop trains with. */
   mergeModeOf?: (model: string) => MergeMode;
+  /** Each model's held-out eval interval in steps, as episode starts tell runners (0: once per pass). */
+  evalEveryOf?: (model: string) => number;
   /** Tests and benchmarks may start engines another way (e.g. in-process); default: a worker thread each. */
   startEngine?: EngineStarter;
   loadTokenizer?: TokenizerLoader;
@@ -52,6 +54,7 @@ export async function startServing(ctx: PeerContext, init: ServingInit): Promise
     gatewayUrl: () => ctx.urls().gateway,
     log,
     mergeModeOf: init.mergeModeOf,
+    evalEveryOf: init.evalEveryOf,
   });
   const gateway = createGateway({ episodes, models, log });
   const swarmRouter = createSwarmRouter({

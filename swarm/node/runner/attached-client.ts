@@ -6,7 +6,11 @@
 import { SINGLE_MODEL_ROLE, type AttachClientOptions, type ClientState, type ClientStatus, type TaskMetrics } from '../../common/runner-api.ts';
 import type { RewardFunction } from './result.ts';
 import type { ScriptVersion } from './script.ts';
+import type { Task } from '../../common/runner-api.ts';
 import type { EpisodeSpec } from './tasks.ts';
+
+/** Held-out tasks the runner keeps for evals every N steps: a task file's split, not an endless generator's. */
+const MAX_HELD_OUT_TASKS = 10_000;
 
 /** A task waiting to run: a retry (after its backoff) or one a busy server refused to start. */
 export interface QueuedEpisode {
@@ -63,6 +67,13 @@ export class AttachedClient {
   readonly perTask = new Map<string, TaskMetrics>();
   /** The state and reason last written to the store. */
   persisted = '';
+  /** Held-out tasks seen in the task source, by id: run on every `evalEvery`th step's weights when the server asks. */
+  readonly heldOut = new Map<string, Task>();
+  /** The server's eval interval (steps), from the last episode start; 0: once per pass. */
+  evalEvery = 0;
+  /** The last step bucket (step ÷ evalEvery) whose evals were queued; -1 before any. */
+  private evalBucket = -1;
+  private evalSeq = 0;
 
   constructor(readonly name: string) {}
 
@@ -81,6 +92,37 @@ export class AttachedClient {
     this.state = 'running';
     this.reason = null;
     this.counts.consecutiveFailures = 0;
+    this.heldOut.clear();
+  }
+
+  /** A held-out task from the task source; true when evals every N steps take care of it (the pass skips it). */
+  noteHeldOut(task: Task): boolean {
+    const id = String(task.id);
+    const known = this.heldOut.has(id);
+    if (!known && this.heldOut.size < MAX_HELD_OUT_TASKS) this.heldOut.set(id, task);
+    // Seen after this bucket's evals were queued: it runs on the same weights as the others.
+    if (!known && this.evalEvery > 0 && this.evalBucket >= 0) this.queueEvals([task]);
+    return this.evalEvery > 0 && this.heldOut.has(id);
+  }
+
+  /**
+   * An episode started at the server's `step`, which asks for evals every `evalEvery` steps: when the step enters a
+   * new bucket, every held-out task is queued ahead of the train tasks, once.
+   */
+  serverAt(step: number | undefined, evalEvery: number | undefined): void {
+    this.evalEvery = evalEvery ?? 0;
+    if (this.evalEvery <= 0 || step === undefined) return;
+    const bucket = Math.floor(step / this.evalEvery);
+    if (bucket <= this.evalBucket) return;
+    this.evalBucket = bucket;
+    this.queueEvals([...this.heldOut.values()]);
+  }
+
+  private queueEvals(tasks: readonly Task[]): void {
+    // Orders below any task-source order, rising: evals run first, in the order they were queued.
+    const items = tasks.map((task) => ({ spec: { task, taskId: String(task.id), kind: 'eval' as const }, attempt: 0, notBefore: 0, order: Number.MIN_SAFE_INTEGER + this.evalSeq++ }));
+    const firstTrain = this.queue.findIndex((q) => q.order > Number.MIN_SAFE_INTEGER + this.evalSeq);
+    this.queue.splice(firstTrain < 0 ? this.queue.length : firstTrain, 0, ...items);
   }
 
   /** Role → model; a single-model script has one role, SINGLE_MODEL_ROLE. */

@@ -22,6 +22,8 @@ const beganEpisodeSchema = z.object({
   apiKey: z.string().min(1),
   model: z.string().min(1),
   policyVersion: z.number(),
+  step: z.number().int().nonnegative().optional(),
+  evalEvery: z.number().int().nonnegative().optional(),
 });
 
 /** The part of `GET /swarm/v1/status` the runner reads: which names each model answers to. */

@@ -108,6 +108,7 @@ export async function runEpisode(
         ...(options.aliases.length > 0 ? { aliases: options.aliases } : {}),
       });
       episodes.push({ role, episode });
+      if (spec.kind === 'train') client.serverAt(episode.step, episode.evalEvery);
     }
   } catch (err) {
     const reason = `could not start the episode: ${(err as Error).message}`;

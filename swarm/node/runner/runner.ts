@@ -120,7 +120,7 @@ export class ClientRunner {
     const client = existing ?? new AttachedClient(options.name);
     // Versions continue across detach and restart: (name, version) stays unique in the store.
     const previousVersion = existing ? client.version : this.storedVersion(options.name);
-    client.install({ version: previousVersion + 1, script, options, rewardFn, specs: episodeSpecs(pass, options.repeat, options.epochs) });
+    client.install({ version: previousVersion + 1, script, options, rewardFn, specs: episodeSpecs(pass, options.repeat, options.epochs, (task) => client.noteHeldOut(task)) });
     if (!existing) this.scheduler.add(client);
     if (existing && options.inFlight === 'abort') {
       const abort = { code: 'replaced' as const, reason: `replaced by version ${client.version} of ${options.name}` };

@@ -106,16 +106,23 @@ function isIterable(value: unknown): value is Iterable<unknown> | AsyncIterable<
 
 /**
  * The episodes to run, in order: per pass, each train task `repeat` times back to back (its GRPO group), then
- * each held-out task once as eval. Stops after `epochs` passes (never, when undefined).
+ * each held-out task once as eval. Stops after `epochs` passes (never, when undefined). Each held-out task is shown
+ * to `heldOutSeen` first: when it answers true, something else schedules the task's evals (every N steps, as the
+ * server asks) and the pass does not run it.
  */
-export async function* episodeSpecs(pass: TaskPass, repeat: number, epochs: number | undefined): AsyncGenerator<EpisodeSpec> {
+export async function* episodeSpecs(
+  pass: TaskPass,
+  repeat: number,
+  epochs: number | undefined,
+  heldOutSeen: (task: Task) => boolean = () => false,
+): AsyncGenerator<EpisodeSpec> {
   for (let epoch = 0; epochs === undefined || epoch < epochs; epoch++) {
     const heldOut: Task[] = [];
     let any = false;
     for await (const task of pass()) {
       any = true;
       if (isHeldOut(task)) {
-        heldOut.push(task);
+        if (!heldOutSeen(task)) heldOut.push(task);
         continue;
       }
       for (let r = 0; r < repeat; r++) yield { task, taskId: String(task.id), kind: 'train' };

@@ -178,6 +178,32 @@ describe('training runs', () => {
     }
   });
 
+  it('draws the held-out curve from eval episodes, each at the step whose weights it ran on', async () => {
+    const runtime = await startPeer(tempDir(), { config: { ...TRAINING, evalEvery: 1 } });
+    try {
+      await runEpisode(runtime, 'held-1', 0, { kind: 'eval', success: false });
+      await trainOneStep(runtime);
+      await runEpisode(runtime, 'held-1', 1, { kind: 'eval', success: true });
+      await runEpisode(runtime, 'held-2', 1, { kind: 'eval', success: true });
+      const { evals } = await api<{ evals: { step: number; episodes: number; successRate: number | null }[] }>(runtime, '/api/runs/tiny-1/evals');
+      expect(evals.map((e) => [e.step, e.episodes, e.successRate])).toEqual([
+        [0, 1, 0],
+        [1, 2, 1],
+      ]);
+      const [run] = await runs(runtime);
+      expect(run.lastEval).toMatchObject({ step: 1, successRate: 1 });
+      // Episode starts tell runners anywhere in the swarm how often to run their held-out tasks.
+      const began = (await (await fetch(`${runtime.urls.api.replace('/api', '')}/swarm/v1/episodes`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${runtime.token}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ model: 'tiny', taskId: 'x' }),
+      })).json()) as { step: number; evalEvery: number };
+      expect(began).toMatchObject({ step: 1, evalEvery: 1 });
+    } finally {
+      await runtime.stop();
+    }
+  });
+
   it('answers unknown runs with 404 and bad queries with 400, naming the field', async () => {
     const runtime = await startPeer(tempDir());
     try {
