@@ -84,6 +84,8 @@ export interface PeerReadyLine {
   dataDir: string;
   nodeId: string;
   models: Array<{ name: string; aliases: readonly string[]; state: string }>;
+  /** The training run each model trains (absent for a model whose training has not started). */
+  runs?: Array<{ model: string; id: string; name: string; step: number }>;
   p2p: { peerId: string; swarm: string; addresses: string[] } | null;
 }
 

@@ -28,6 +28,14 @@ describe('agentjet attach: the request it builds', () => {
     expect(() => attachRequest({ tasks: 't', model: 'a', team: 'p=a,v=b' }, 'a.ts')).toThrow(expect.objectContaining({ name: 'UsageError' }));
     expect(() => attachRequest({ tasks: 't', team: 'solo=a' }, 'a.ts')).toThrow(expect.objectContaining({ name: 'UsageError' }));
     expect(() => attachRequest({ tasks: 't', model: 'a', repeat: '0' }, 'a.ts')).toThrow(expect.objectContaining({ name: 'UsageError' }));
+    for (const bad of [{ retries: '11' }, { retries: '-1' }, { 'max-failures': '0' }, { 'idle-timeout': '0' }, { 'output-idle': '-5' }, { network: 'off' }]) {
+      expect(() => attachRequest({ tasks: 't', model: 'a', ...bad }, 'a.ts')).toThrow(expect.objectContaining({ name: 'UsageError' }));
+    }
+  });
+
+  it('passes the breaker threshold, idle timeout, output idle limit and network the API accepts', () => {
+    const request = attachRequest({ tasks: 't', model: 'a', 'max-failures': '3', 'idle-timeout': '120', 'output-idle': '0', network: 'none', retries: '0' }, 'a.ts');
+    expect(request).toMatchObject({ maxConsecutiveFailures: 3, idleTimeoutS: 120, outputIdleS: 0, network: 'none', retries: 0 });
   });
 
   it('says plainly when no peer runs in the data folder', async () => {

@@ -26,7 +26,11 @@ Options:
   --weight W          share of episodes among attached scripts (default 1)
   --epochs N          passes over the tasks (default: until detached)
   --time-limit S      seconds per episode before the process tree is killed (default 600)
-  --retries N         re-runs of a failed task (default 1)
+  --retries N         re-runs of a failed task (default 1, at most 10)
+  --max-failures N    consecutive failed runs that pause the script (circuit breaker, default 5)
+  --idle-timeout S    an episode with no LLM call for S seconds is aborted by the server
+  --output-idle S     a script that prints nothing for S seconds is killed (default 0 = never)
+  --network on|none   none: no network at all, not even the gateway (needs bubblewrap; default on)
   --runtime R         auto, node or python (default auto, by extension)
   --abort-in-flight   when swapping, abort the old version's running episodes instead of letting them finish
   --no-sandbox        run Node scripts without Node's permission model
@@ -47,6 +51,10 @@ ${dataDirUsage}
     epochs: { type: 'string' },
     'time-limit': { type: 'string' },
     retries: { type: 'string' },
+    'max-failures': { type: 'string' },
+    'idle-timeout': { type: 'string' },
+    'output-idle': { type: 'string' },
+    network: { type: 'string' },
     runtime: { type: 'string' },
     'abort-in-flight': { type: 'boolean' },
     'no-sandbox': { type: 'boolean' },
@@ -75,13 +83,17 @@ export function attachRequest(values: Record<string, unknown>, scriptArg: string
   const team = values.team as string | undefined;
   if (!model === !team) throw new UsageError('give --model M, or --team role=model,role=model for a team');
   const script = resolve(scriptArg);
-  const number = (flag: string) => {
+  const number = (flag: string, { zero = false } = {}) => {
     const v = values[flag] as string | undefined;
     if (v === undefined) return undefined;
     const n = Number(v);
-    if (!Number.isFinite(n) || n <= 0) throw new UsageError(`--${flag} must be a positive number, got "${v}"`);
+    if (v.trim() === '' || !Number.isFinite(n) || n < 0 || (n === 0 && !zero)) throw new UsageError(`--${flag} must be a ${zero ? 'non-negative' : 'positive'} number, got "${v}"`);
     return n;
   };
+  const network = values.network as string | undefined;
+  if (network !== undefined && network !== 'on' && network !== 'none') throw new UsageError(`--network must be on or none, got "${network}"`);
+  const retries = values.retries as string | undefined;
+  if (retries !== undefined && !/^(10|[0-9])$/.test(retries)) throw new UsageError(`--retries must be a whole number from 0 to 10, got "${retries}"`);
   const runtime = values.runtime as string | undefined;
   if (runtime !== undefined && !['auto', 'node', 'python'].includes(runtime)) throw new UsageError(`--runtime must be auto, node or python, got "${runtime}"`);
   const upload = values.upload === true;
@@ -98,7 +110,11 @@ export function attachRequest(values: Record<string, unknown>, scriptArg: string
     ...(values.weight !== undefined ? { weight: number('weight') } : {}),
     ...(values.epochs !== undefined ? { epochs: parsePositiveInt('--epochs', values.epochs as string, 1) } : {}),
     ...(values['time-limit'] !== undefined ? { timeLimitS: number('time-limit') } : {}),
-    ...(values.retries !== undefined ? { retries: Number(values.retries) } : {}),
+    ...(retries !== undefined ? { retries: Number(retries) } : {}),
+    ...(values['max-failures'] !== undefined ? { maxConsecutiveFailures: parsePositiveInt('--max-failures', values['max-failures'] as string, 5) } : {}),
+    ...(values['idle-timeout'] !== undefined ? { idleTimeoutS: number('idle-timeout') } : {}),
+    ...(values['output-idle'] !== undefined ? { outputIdleS: number('output-idle', { zero: true }) } : {}),
+    ...(network ? { network: network as 'on' | 'none' } : {}),
     ...(runtime ? { runtime: runtime as 'auto' | 'node' | 'python' } : {}),
     inFlight: values['abort-in-flight'] ? 'abort' : 'finish',
     sandbox: values['no-sandbox'] !== true,

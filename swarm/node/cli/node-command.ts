@@ -225,6 +225,10 @@ async function runPeer(values: OptionValues, { requireModels }: { requireModels:
 }
 
 function printReady(runtime: PeerRuntime, json: boolean) {
+  const runs = [...runtime.training.loops.values()].flatMap((loop) => {
+    const run = loop.currentRun();
+    return run ? [{ model: loop.model.name, id: run.id, name: run.name, step: loop.state().runStep }] : [];
+  });
   if (json) {
     const ready: PeerReadyLine = {
       event: 'ready',
@@ -236,6 +240,7 @@ function printReady(runtime: PeerRuntime, json: boolean) {
       dataDir: runtime.paths.dataDir,
       nodeId: runtime.identity.nodeId,
       models: runtime.serving.models.models.map((m) => ({ name: m.name, aliases: m.aliases, state: m.state })),
+      runs,
       p2p: runtime.p2p ? { peerId: runtime.p2p.node.peerId, swarm: runtime.p2p.node.swarmName, addresses: runtime.p2p.node.multiaddrs() } : null,
     };
     process.stdout.write(JSON.stringify(ready) + '\n');
@@ -249,6 +254,7 @@ function printReady(runtime: PeerRuntime, json: boolean) {
       `  gateway:     ${runtime.urls.gateway}`,
       ...(runtime.p2p ? [`  swarm:       ${runtime.p2p.node.swarmName} as ${runtime.p2p.node.peerId}`] : []),
       ...runtime.serving.models.models.map((m) => `  model:       ${m.name}${m.aliases.length ? ` (aliases: ${m.aliases.join(', ')})` : ''} — ${m.state}, backend ${m.status().backend}`),
+      ...runs.map((r) => `  run:         ${r.name} of ${r.model} at step ${r.step} (agentjet runs show ${r.id})`),
       'Press Ctrl+C to stop.',
       '',
     ].join('\n'),
