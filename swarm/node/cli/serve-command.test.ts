@@ -57,6 +57,44 @@ describe('config files', () => {
     writeFileSync(file, 'port: 0\nmodels:\n  - source: builtin:tiny\n    aliases: [small]\naliases:\n  default: tiny\n');
     expect(readConfigFile(file)).toMatchObject({ port: 0, models: [{ source: 'builtin:tiny', aliases: ['small'] }], aliases: { default: 'tiny' }, baseDir: dir });
   });
+
+  it('take training settings globally and per model, naming a bad key with its path', () => {
+    const dir = tempDir();
+    const file = join(dir, 'agentjet.yaml');
+    const errorOf = (text: string) => {
+      writeFileSync(file, text);
+      try {
+        readConfigFile(file);
+      } catch (err) {
+        return err as ConfigFileError;
+      }
+      throw new Error('expected a ConfigFileError');
+    };
+    expect(errorOf('training:\n  groupSize: 1\n')).toMatchObject({ name: 'ConfigFileError', key: 'training.groupSize' });
+    expect(errorOf('training:\n  train: { lr: 1 }\n')).toMatchObject({ name: 'ConfigFileError', key: 'training.train.lr' });
+    expect(errorOf('models:\n  - source: builtin:tiny\n    training: { maxSteps: -1 }\n')).toMatchObject({ name: 'ConfigFileError', key: 'models.0.training.maxSteps' });
+    writeFileSync(file, 'training:\n  groupSize: 8\n  train: { learningRate: 1.0e-4 }\nmodels:\n  - source: builtin:tiny\n    training: { train: { klCoef: 0.01 } }\n');
+    expect(readConfigFile(file)).toMatchObject({ training: { groupSize: 8, train: { learningRate: 1e-4 } }, models: [{ training: { train: { klCoef: 0.01 } } }] });
+  });
+
+  it('serve applies the file, with flags over it, and refuses a flag out of range (exit 2)', async () => {
+    const dir = tempDir();
+    const file = join(dir, 'agentjet.yaml');
+    writeFileSync(file, 'models:\n  - source: builtin:tiny\n    training: { groupSize: 6 }\ntraining:\n  batchTasks: 3\n  train: { learningRate: 1.0e-4 }\n');
+    const bad = await runCli(['serve', '--config', file, '--port', '0', '--data-dir', tempDir(), '--group-size', '1']);
+    expect(bad.code).toBe(2);
+    const peer = await startPeerProcess(['serve', '--config', file, '--port', '0', '--data-dir', tempDir(), '--lr', '3e-4', '--log-level', 'silent']);
+    try {
+      const res = await fetch(`${peer.ready.apiUrl}/models/tiny/training`, { headers: { authorization: `Bearer ${peer.ready.token}` } });
+      const state = (await res.json()) as { config: { batchTasks: number; groupSize: number; train: { learningRate: number; klCoef: number } }; runId: string };
+      // The flag over the file, the model's own key over the global ones, the built-in model's default KL below them.
+      expect(state.config).toMatchObject({ batchTasks: 3, groupSize: 6, train: { learningRate: 3e-4, klCoef: 0.001 } });
+      expect(state.runId).toBe('tiny-1');
+      expect(peer.ready.runs).toEqual([{ model: 'tiny', id: 'tiny-1', name: 'tiny-1', step: 0 }]);
+    } finally {
+      await peer.stop();
+    }
+  });
 });
 
 describe('agentjet serve: usage errors exit with 2', () => {
