@@ -13,6 +13,8 @@ import { COMMANDS } from './views/commands.ts';
 import { EpisodesView } from './views/episodes/EpisodesView.tsx';
 import { ModelsDataView } from './views/models/ModelsDataView.tsx';
 import { PageHeader } from './views/PageHeader.tsx';
+import { RunsView } from './views/runs/RunsView.tsx';
+import { usePrefetchRuns } from './views/runs/use-prefetch-runs.ts';
 import { SwarmView } from './views/SwarmView.tsx';
 import { TimelineMergeView } from './views/timeline/TimelineMergeView.tsx';
 
@@ -21,6 +23,7 @@ export function App({ hasToken, onRetryNow }: { hasToken: boolean; onRetryNow: (
   const phase = useAppStore((s) => s.connection.phase);
   const status = useAppStore((s) => s.swarm.status);
   const view = useAppStore((s) => s.navigation.view);
+  usePrefetchRuns();
 
   if (!hasToken) return <NoTokenScreen />;
   if (phase === 'unauthorised') return <NotAuthorisedScreen />;
@@ -69,6 +72,8 @@ function CurrentView({ view, status }: { view: ViewId; status: StatusPayload }) 
       return <SwarmView status={status} />;
     case 'models':
       return <ModelsDataView />;
+    case 'runs':
+      return <RunsView />;
     case 'clients':
       return <ClientsDataView />;
     case 'episodes':

@@ -9,24 +9,28 @@ import { startConnection } from './api/connection.ts';
 import { pageClient } from './api/page-client.ts';
 import { resolveToken } from './api/token.ts';
 import { appStore } from './store/index.ts';
-import { viewFromHash } from './store/navigation/slice.ts';
+import { hashOf, routeFromHash } from './store/navigation/slice.ts';
 import { desktopBridge } from './desktop.ts';
 import { readDroppedScript, scriptAtPath } from './views/clients/read-dropped.ts';
 import './styles.css';
 
 const token = resolveToken({ location: window.location, storage: window.sessionStorage, history: window.history });
 
-const initialView = viewFromHash(window.location.hash);
-if (initialView) appStore.getState().showView(initialView);
-window.history.replaceState(null, '', `${window.location.pathname}${window.location.search}#/${appStore.getState().navigation.view}`);
+const initialRoute = routeFromHash(window.location.hash);
+if (initialRoute) appStore.getState().showView(initialRoute.view, initialRoute.path);
+window.history.replaceState(null, '', `${window.location.pathname}${window.location.search}${hashOf(appStore.getState().navigation)}`);
 
-// Mirror the view into the fragment (outside React: it is a side effect of the store, not of rendering).
+// Mirror the view into the fragment (outside React: it is a side effect of the store, not of rendering). Moving
+// inside a view (a run's page from the runs list) adds a history entry, so Back returns; switching views does not.
 appStore.subscribe((state, previous) => {
-  if (state.navigation.view !== previous.navigation.view) window.history.replaceState(null, '', `#/${state.navigation.view}`);
+  const next = state.navigation;
+  if (next === previous.navigation || window.location.hash === hashOf(next)) return;
+  if (next.view === previous.navigation.view) window.history.pushState(null, '', hashOf(next));
+  else window.history.replaceState(null, '', hashOf(next));
 });
 window.addEventListener('hashchange', () => {
-  const view = viewFromHash(window.location.hash);
-  if (view) appStore.getState().showView(view);
+  const route = routeFromHash(window.location.hash);
+  if (route) appStore.getState().showView(route.view, route.path);
 });
 
 // A script dropped anywhere on the window is attached like one dropped on the Clients view's drop zone (which

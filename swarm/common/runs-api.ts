@@ -86,6 +86,11 @@ export interface RunSummary {
   lastReward: number | null;
   lastEval: RunEvalPoint | null;
   warnings: RunWarning[];
+  /**
+   * The run's episodes: the model's, created from `from` until `before` (the model's next run began; null: still
+   * open). The filter to export or list them with (`/api/episodes.jsonl?model=…&createdFrom=…&createdBefore=…`).
+   */
+  episodeWindow: { from: string; before: string | null };
 }
 
 /** A script that produced episodes for the run, per version. */

@@ -5,11 +5,13 @@
 import { createStore, type StoreApi } from 'zustand/vanilla';
 import { useStore } from 'zustand';
 import { createActivitySlice } from './activity/slice.ts';
+import { createChartsSlice } from './charts/slice.ts';
 import { createClientsSlice } from './clients/slice.ts';
 import { createConnectionSlice } from './connection/slice.ts';
 import { createEpisodesSlice } from './episodes/slice.ts';
 import { createModelsSlice } from './models/slice.ts';
 import { createNavigationSlice } from './navigation/slice.ts';
+import { createRunsSlice } from './runs/slice.ts';
 import { createSwarmSlice } from './swarm/slice.ts';
 import { createTimelineSlice } from './timeline/slice.ts';
 import type { AppStore } from './types.ts';
@@ -23,9 +25,11 @@ export function createAppStore(): StoreApi<AppStore> {
     ...createNavigationSlice(...args),
     ...createActivitySlice(...args),
     ...createModelsSlice(...args),
+    ...createRunsSlice(...args),
     ...createClientsSlice(...args),
     ...createEpisodesSlice(...args),
     ...createTimelineSlice(...args),
+    ...createChartsSlice(...args),
   }));
 }
 

@@ -1,9 +1,11 @@
 import type { ActivitySlice } from './activity/slice.ts';
+import type { ChartsSlice } from './charts/slice.ts';
 import type { ClientsSlice } from './clients/slice.ts';
 import type { ConnectionSlice } from './connection/slice.ts';
 import type { EpisodesSlice } from './episodes/slice.ts';
 import type { ModelsSlice } from './models/slice.ts';
 import type { NavigationSlice } from './navigation/slice.ts';
+import type { RunsSlice } from './runs/slice.ts';
 import type { SwarmSlice } from './swarm/slice.ts';
 import type { TimelineSlice } from './timeline/slice.ts';
 
@@ -13,6 +15,8 @@ export type AppStore = ConnectionSlice &
   NavigationSlice &
   ActivitySlice &
   ModelsSlice &
+  RunsSlice &
   ClientsSlice &
   EpisodesSlice &
-  TimelineSlice;
+  TimelineSlice &
+  ChartsSlice;

@@ -4,6 +4,7 @@
  */
 import type { Database } from 'better-sqlite3';
 import { EPISODE_TEXT_BACKFILL_SQL, EPISODE_TEXT_TABLE_SQL, EPISODE_TEXT_TRIGGERS_SQL } from './episode-text.ts';
+import { refreshRunTotals } from './run-totals.ts';
 
 export interface Migration {
   version: number;
@@ -251,7 +252,12 @@ export const migrations: Migration[] = [
           step_offset INTEGER NOT NULL,
           created_at TEXT NOT NULL,
           ended_at TEXT,
-          warnings TEXT NOT NULL DEFAULT '[]'
+          warnings TEXT NOT NULL DEFAULT '[]',
+          -- Totals of the standing steps, kept with each step (the runs list reads a thousand runs at once).
+          steps INTEGER NOT NULL DEFAULT 0,
+          last_step INTEGER NOT NULL DEFAULT 0,
+          best_reward REAL,
+          last_reward REAL
         );
         CREATE UNIQUE INDEX training_runs_by_seq ON training_runs (seq);
         CREATE INDEX training_runs_by_model ON training_runs (model, seq);
@@ -285,6 +291,7 @@ export const migrations: Migration[] = [
            VALUES (?, ?, ?, ?, 'stopped', ?, '{}', '', 0, 0, ?, ?)`,
         ).run(id, seq, id, model, JSON.stringify({ kind: 'source', source: 'unknown (recorded before runs)' }), first, last);
         db.prepare('UPDATE train_steps SET run_id = ? WHERE model = ?').run(id, model);
+        refreshRunTotals(db, id);
       }
     },
   },

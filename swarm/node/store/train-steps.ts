@@ -7,6 +7,7 @@
  * policy version (policy_restores), so no version number ever names two different sets of weights.
  */
 import type { Database } from 'better-sqlite3';
+import { addStepToRunTotals, refreshRunTotals } from './run-totals.ts';
 import { statement } from './statements.ts';
 
 export interface TrainStep {
@@ -92,6 +93,7 @@ export function latestTrainStep(db: Database, model: string): TrainStep | undefi
 export function recordTrainStep(db: Database, step: TrainStep, episodeIds: readonly string[]): void {
   db.transaction(() => {
     insertTrainStep(db, step);
+    if (step.runId) addStepToRunTotals(db, step.runId, step.step, typeof step.metrics.rewardMean === 'number' ? step.metrics.rewardMean : null);
     const member = statement(db, 'INSERT INTO train_step_episodes (model, step, episode_id) VALUES (?, ?, ?)');
     const trained = statement(db, "UPDATE episodes SET state = 'trained', abort_reason = NULL WHERE id = ?");
     for (const id of episodeIds) {
@@ -176,7 +178,9 @@ export function revertTrainSteps(db: Database, restore: PolicyRestore): { steps:
     for (const step of steps) {
       for (const id of trainStepEpisodes(db, model, step)) if (requeue.run(id).changes > 0) episodeIds.push(id);
     }
+    const runs = statement(db, 'SELECT DISTINCT run_id FROM train_steps WHERE model = ? AND step > ? AND reverted_at IS NULL AND run_id IS NOT NULL').all(model, checkpointStep) as { run_id: string }[];
     statement(db, 'UPDATE train_steps SET reverted_at = ? WHERE model = ? AND step > ? AND reverted_at IS NULL').run(createdAt, model, checkpointStep);
+    for (const { run_id } of runs) refreshRunTotals(db, run_id);
     statement(db, 'INSERT INTO policy_restores (model, policy_version, checkpoint_step, after_step, created_at) VALUES (?, ?, ?, ?, ?)').run(
       model,
       restore.policyVersion,

@@ -43,6 +43,10 @@ interface RunSqlRow {
   created_at: string;
   ended_at: string | null;
   warnings: string;
+  steps: number;
+  last_step: number;
+  best_reward: number | null;
+  last_reward: number | null;
 }
 
 function runFromRow(row: RunSqlRow): TrainingRunRow {
@@ -154,7 +158,7 @@ export function listRunEvents(db: Database, runId: string): RunEvent[] {
   return rows.map((r) => ({ kind: r.kind, step: r.step, label: r.label, detail: JSON.parse(r.detail) as Record<string, unknown>, time: r.created_at }));
 }
 
-/** Aggregates of a run's standing steps, as the runs list shows them. */
+/** Aggregates of a run's standing steps, as the runs list shows them (kept on the row: run-totals.ts). */
 export interface RunStepTotals {
   steps: number;
   lastStep: number;
@@ -162,16 +166,10 @@ export interface RunStepTotals {
   lastReward: number | null;
 }
 
-const TOTALS_SQL = `
-  SELECT COUNT(s.step) AS steps, COALESCE(MAX(s.step), r.step_offset) - r.step_offset AS lastStep,
-         MAX(json_extract(s.metrics, '$.rewardMean')) AS bestReward,
-         (SELECT json_extract(l.metrics, '$.rewardMean') FROM train_steps l
-           WHERE l.run_id = r.id AND l.reverted_at IS NULL ORDER BY l.step DESC LIMIT 1) AS lastReward
-  FROM training_runs r LEFT JOIN train_steps s ON s.run_id = r.id AND s.reverted_at IS NULL
-  WHERE r.id = ? GROUP BY r.id`;
-
 export function runStepTotals(db: Database, runId: string): RunStepTotals {
-  const row = statement(db, TOTALS_SQL).get(runId) as RunStepTotals | undefined;
+  const row = statement(db, 'SELECT steps, last_step AS lastStep, best_reward AS bestReward, last_reward AS lastReward FROM training_runs WHERE id = ?').get(runId) as
+    | RunStepTotals
+    | undefined;
   return row ?? { steps: 0, lastStep: 0, bestReward: null, lastReward: null };
 }
 

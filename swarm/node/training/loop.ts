@@ -461,6 +461,8 @@ export class TrainingLoop {
       this.updateWarnings();
       if (last) this.setStatus('finished');
       this.options.publish({ type: 'train-step', data: summary });
+      // The run's totals moved with the step: the runs list and run pages update from this, not by polling.
+      if (this.run && !last) this.options.runChanged?.(this.run);
       log.info('train step', { model: model.name, step, policyVersion: summary.policyVersion, loss: metrics.loss, tokens: metrics.tokens, timeMs: metrics.timeMs });
     } catch (err) {
       const error = err as Error;

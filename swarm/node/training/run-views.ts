@@ -16,6 +16,7 @@ import {
   runScripts,
   runStepAt,
   runStepTotals,
+  runWindow,
   type TrainingRunRow,
 } from '../store/training-runs.ts';
 import { defaultTrainingConfig } from './config.ts';
@@ -53,6 +54,7 @@ export function runSummary(db: Database, run: TrainingRunRow): RunSummary {
     lastReward: totals.lastReward,
     lastEval: evals.at(-1) ?? null,
     warnings: run.warnings,
+    episodeWindow: runWindow(db, run),
   };
 }
 

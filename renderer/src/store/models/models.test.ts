@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import type { StatusPayload, TrainStepSummary } from '../../../../swarm/common/api.ts';
 import { createAppStore } from '../index.ts';
 import { modelsSelectors } from './selectors.ts';
+import type { TrainingLoopState } from './slice.ts';
 
 function step(n: number, extra: Pick<TrainStepSummary, 'rewardStd' | 'successRate' | 'naiveTokens'> = {}): TrainStepSummary {
   return {
@@ -85,18 +86,30 @@ describe('models slice', () => {
   });
 });
 
-describe('step series', () => {
-  it('turns steps into plot columns: tokens/s from the update time, gaps where a metric is missing', () => {
-    const steps = [step(1), step(2, { rewardStd: 0.5, naiveTokens: 6000 })];
-    const series = modelsSelectors.stepSeries(steps);
-    expect(series.step).toEqual([1, 2]);
-    expect(series.tokensPerSecond).toEqual([4000, 4000]);
-    expect(series.rewardStd).toEqual([null, 0.5]);
-    expect(series.mergeRatio).toEqual([null, 3]);
-    expect(modelsSelectors.rewardBand(series)).toEqual({ lower: [null, -0.3], upper: [null, 0.7] });
-    expect(modelsSelectors.hasValues(series.success)).toBe(false);
-    // Cached per steps array: selecting twice builds nothing new.
-    expect(modelsSelectors.stepSeries(steps)).toBe(series);
+describe('training panel', () => {
+  const state = (status: TrainingLoopState['status'], checkpointEvery = 10): TrainingLoopState => ({
+    model: 'tiny',
+    status,
+    step: 3,
+    policyVersion: 4,
+    engineState: 'idle',
+    queuedEpisodes: 0,
+    completeGroups: 0,
+    lastError: null,
+    config: { batchTasks: 4, groupSize: 4, checkpointEvery, maxSteps: 0 },
+  });
+
+  it('makes Start the primary action only when starting is what comes next', () => {
+    expect(modelsSelectors.startIsNext(state('running'))).toBe(false);
+    expect(modelsSelectors.startIsNext(state('finished'))).toBe(false);
+    expect(modelsSelectors.startIsNext(null)).toBe(false);
+    for (const status of ['stopped', 'paused', 'failed'] as const) expect(modelsSelectors.startIsNext(state(status))).toBe(true);
+  });
+
+  it('says checkpoints are off rather than "one every 0 steps"', () => {
+    expect(modelsSelectors.noCheckpointLine(state('running', 0))).not.toMatch(/every 0/);
+    expect(modelsSelectors.noCheckpointLine(state('running', 0))).toContain('checkpointEvery 0');
+    expect(modelsSelectors.noCheckpointLine(state('running', 5))).toContain('5');
   });
 
   it('lists checkpoints newest first', () => {

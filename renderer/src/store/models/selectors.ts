@@ -1,83 +1,8 @@
 import type { StatusPayload, TrainStepSummary } from '../../../../swarm/common/api.ts';
-import { emptyTraining, type ModelsState, type ModelTraining } from './slice.ts';
+import { emptyTraining, type ModelsState, type ModelTraining, type TrainingLoopState } from './slice.ts';
 
 function training(models: ModelsState, name: string | null): ModelTraining {
   return (name && models.byModel[name]) || emptyTraining;
-}
-
-/** Columns for the charts: x = step; a value is null where the step did not report it. */
-export interface StepSeries {
-  step: number[];
-  rewardMean: (number | null)[];
-  /** Standard deviation of the batch's rewards, when steps report it (`rewardStd`). */
-  rewardStd: (number | null)[];
-  /** Share of the batch's episodes whose own `success` is true, when steps report it (`successRate`). */
-  success: (number | null)[];
-  loss: (number | null)[];
-  kl: (number | null)[];
-  clipFraction: (number | null)[];
-  entropy: (number | null)[];
-  gradNorm: (number | null)[];
-  tokensPerSecond: (number | null)[];
-  /** Naive ÷ merged tokens of the step's samples, when steps report `naiveTokens`. */
-  mergeRatio: (number | null)[];
-}
-
-function num(value: unknown): number | null {
-  return typeof value === 'number' && Number.isFinite(value) ? value : null;
-}
-
-const seriesCache = new WeakMap<readonly TrainStepSummary[], StepSeries>();
-
-/** The steps as plot columns; cached per steps array, so selecting it repeatedly builds nothing new. */
-function stepSeries(steps: readonly TrainStepSummary[]): StepSeries {
-  const cached = seriesCache.get(steps);
-  if (cached) return cached;
-  const series: StepSeries = {
-    step: [],
-    rewardMean: [],
-    rewardStd: [],
-    success: [],
-    loss: [],
-    kl: [],
-    clipFraction: [],
-    entropy: [],
-    gradNorm: [],
-    tokensPerSecond: [],
-    mergeRatio: [],
-  };
-  for (const s of steps) {
-    series.step.push(s.step);
-    series.rewardMean.push(num(s.rewardMean));
-    series.rewardStd.push(num(s.rewardStd));
-    series.success.push(num(s.successRate));
-    series.loss.push(num(s.metrics.loss));
-    series.kl.push(num(s.metrics.kl));
-    series.clipFraction.push(num(s.metrics.clipFraction));
-    series.entropy.push(num(s.metrics.entropy));
-    series.gradNorm.push(num(s.metrics.gradNorm));
-    series.tokensPerSecond.push(s.metrics.timeMs > 0 ? s.metrics.tokens / (s.metrics.timeMs / 1000) : null);
-    const naive = num(s.naiveTokens);
-    series.mergeRatio.push(naive !== null && s.metrics.tokens > 0 ? naive / s.metrics.tokens : null);
-  }
-  seriesCache.set(steps, series);
-  return series;
-}
-
-/** Mean ± std as two bands; null where the spread is unknown. */
-function rewardBand(series: StepSeries): { lower: (number | null)[]; upper: (number | null)[] } {
-  return {
-    lower: series.rewardMean.map((m, i) =>
-      m === null || series.rewardStd[i] === null ? null : m - (series.rewardStd[i] as number),
-    ),
-    upper: series.rewardMean.map((m, i) =>
-      m === null || series.rewardStd[i] === null ? null : m + (series.rewardStd[i] as number),
-    ),
-  };
-}
-
-function hasValues(values: readonly (number | null)[]): boolean {
-  return values.some((v) => v !== null);
 }
 
 /** Steps that wrote a checkpoint, newest first. */
@@ -102,4 +27,19 @@ function trainingChangeKey(status: StatusPayload | null, name: string | null): s
   return `${name}|${model.step}|${model.policyVersion}|${model.engineState}|${model.pool.active}|${status.store.episodes}`;
 }
 
-export const modelsSelectors = { training, stepSeries, rewardBand, hasValues, checkpoints, lastStep, trainingChangeKey };
+/**
+ * Whether Start is the next sensible action (so it is the primary button): the loop is known and not running, and
+ * has not reached its maxSteps (starting a finished loop again is possible, but not what one usually wants next).
+ */
+function startIsNext(state: TrainingLoopState | null): boolean {
+  return state !== null && (state.status === 'stopped' || state.status === 'paused' || state.status === 'failed');
+}
+
+/** The line under an empty checkpoint table. */
+function noCheckpointLine(state: TrainingLoopState | null): string {
+  if (!state) return 'No checkpoint yet.';
+  const every = state.config.checkpointEvery;
+  return every > 0 ? `No checkpoint yet (one every ${every} steps).` : 'Checkpoints are off (checkpointEvery 0).';
+}
+
+export const modelsSelectors = { training, checkpoints, lastStep, trainingChangeKey, startIsNext, noCheckpointLine };

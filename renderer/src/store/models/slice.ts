@@ -5,6 +5,7 @@
  */
 import type { StateCreator } from 'zustand';
 import type { TrainStepSummary } from '../../../../swarm/common/api.ts';
+import type { RunWarning } from '../../../../swarm/common/runs-api.ts';
 import type { AppStore } from '../types.ts';
 
 export type TrainingStatus = 'stopped' | 'running' | 'paused' | 'finished' | 'failed';
@@ -19,6 +20,10 @@ export interface TrainingLoopState {
   queuedEpisodes: number;
   completeGroups: number;
   lastError: string | null;
+  /** The run the loop trains (runs-api.ts); null before its first batch. Absent on peers before runs were recorded. */
+  runId?: string | null;
+  /** Why the loop's batches are thin (mostly discarded groups, checkpoints failing). */
+  warnings?: RunWarning[];
   config: {
     batchTasks: number;
     groupSize: number;

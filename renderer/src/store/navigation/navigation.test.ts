@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { createAppStore } from '../index.ts';
 import { navigationSelectors } from './selectors.ts';
-import { viewFromHash } from './slice.ts';
+import { hashOf, routeFromHash, viewFromHash } from './slice.ts';
 import { VIEWS } from '../../../../electron/common/views.ts';
 
 describe('navigation slice', () => {
@@ -21,8 +21,21 @@ describe('navigation slice', () => {
     expect(store.getState().navigation.view).toBe(VIEWS[1].id);
   });
 
-  it('has no Research view (it comes later)', () => {
-    expect(VIEWS.map((view) => view.id)).toEqual(['swarm', 'models', 'clients', 'episodes', 'timeline']);
+  it('lists the views in sidebar order, Runs after Models', () => {
+    expect(VIEWS.map((view) => view.id)).toEqual(['swarm', 'models', 'runs', 'clients', 'episodes', 'timeline']);
+  });
+
+  it('keeps a place inside a view, and leaves it when another view is shown', () => {
+    const store = createAppStore();
+    store.getState().showView('runs', 'run-7');
+    expect(store.getState().navigation).toEqual({ view: 'runs', path: 'run-7' });
+    const before = store.getState().navigation;
+    store.getState().showView('runs', 'run-7');
+    expect(store.getState().navigation).toBe(before); // same place: no new state, no new history entry
+    store.getState().stepView(1);
+    expect(store.getState().navigation.path).toBe('');
+    store.getState().showView('runs');
+    expect(store.getState().navigation.path).toBe('');
   });
 });
 
@@ -33,5 +46,13 @@ describe('viewFromHash', () => {
     expect(viewFromHash('#token=x')).toBeNull();
     expect(viewFromHash('#/research')).toBeNull();
     expect(viewFromHash('')).toBeNull();
+  });
+
+  it('reads the place inside a view, and writes it back the same way (a reload lands on the same page)', () => {
+    expect(routeFromHash('#/runs/tiny-3')).toEqual({ view: 'runs', path: 'tiny-3' });
+    expect(routeFromHash('#/runs/compare/a,b/')).toEqual({ view: 'runs', path: 'compare/a,b' });
+    expect(routeFromHash('#/runs')).toEqual({ view: 'runs', path: '' });
+    for (const hash of ['#/runs', '#/runs/tiny-3', '#/runs/compare/a,b'])
+      expect(hashOf(routeFromHash(hash)!)).toBe(hash);
   });
 });

@@ -4,7 +4,7 @@ import type { EpisodeExport } from '../../../../swarm/common/timeline/export.ts'
 import { queryString, type ApiRequest } from '../../api/client.ts';
 import { ControlApiError, describeError } from '../../api/errors.ts';
 import type { AppStore } from '../types.ts';
-import type { RunSavings } from '../../../../swarm/common/api.ts';
+import type { MergeTotals } from '../../../../swarm/common/api.ts';
 import type { MergeMode } from './slice.ts';
 
 /**
@@ -43,7 +43,7 @@ export function loadTimeline(
 
 /** The run's totals (all episodes of the model); a peer without the UI routes answers 404, shown as "not available". */
 function loadRunSavings(store: StoreApi<AppStore>, request: ApiRequest, model: string): void {
-  request<RunSavings>('GET', `/ui/savings${queryString({ model })}`)
+  request<MergeTotals>('GET', `/ui/savings${queryString({ model })}`)
     .then((savings) => store.getState().runSavingsLoaded(savings, null))
     .catch((error: unknown) => {
       const missing = error instanceof ControlApiError && error.status === 404;

@@ -4,7 +4,7 @@
  * Zoom, pan and hover change many times a second: the canvas subscribes to them outside React.
  */
 import type { StateCreator } from 'zustand';
-import type { RunSavings } from '../../../../swarm/common/api.ts';
+import type { MergeTotals } from '../../../../swarm/common/api.ts';
 import type { EpisodeExport } from '../../../../swarm/common/timeline/export.ts';
 import type { AppStore } from '../types.ts';
 import { buildMergeLayout, type MergeLayout, type Viewport } from './layout.ts';
@@ -32,7 +32,7 @@ export interface TimelineState {
   viewport: Viewport | null;
   hover: HoveredToken | null;
   selectedCallId: string | null;
-  runSavings: RunSavings | null;
+  runSavings: MergeTotals | null;
   runSavingsError: string | null;
 }
 
@@ -43,7 +43,7 @@ export interface TimelineActions {
   timelineViewportChanged(viewport: Viewport): void;
   timelineHovered(hover: HoveredToken | null): void;
   timelineCallSelected(callId: string | null): void;
-  runSavingsLoaded(savings: RunSavings | null, error: string | null): void;
+  runSavingsLoaded(savings: MergeTotals | null, error: string | null): void;
 }
 
 export type TimelineSlice = { timeline: TimelineState } & TimelineActions;

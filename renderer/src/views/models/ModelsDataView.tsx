@@ -1,9 +1,9 @@
 /**
  * Models & training: per hosted model, its engine state, policy version and step; start, pause or stop its
- * training loop; live curves of reward, success, loss, KL, clip fraction, entropy, throughput and merge savings;
- * the checkpoints it wrote.
+ * training loop; the loop's warnings; live curves of its current run (the shared panels, views/runs/panels.ts) with
+ * a link to the run's page, or of the model's steps where the peer records no run; the checkpoints it wrote.
  */
-import { useState } from 'react';
+import { useMemo, useState } from 'react';
 import type { ModelStatus } from '../../../../swarm/common/api.ts';
 import { EmptyState } from '../../components/EmptyState.tsx';
 import { Panel } from '../../components/Panel.tsx';
@@ -18,8 +18,15 @@ import { describeError } from '../../api/errors.ts';
 import { apiRequest, pageClient } from '../../api/page-client.ts';
 import { useLiveRefresh } from '../use-live-refresh.ts';
 import { formatEpisodeTime } from '../episodes/format.ts';
-import { LineChart } from './LineChart.tsx';
+import { loadRunCurves } from '../../store/runs/loaders.ts';
+import { runPath } from '../../store/runs/route.ts';
+import { compareColour } from '../charts/RunChart.tsx';
+import { buildPanels } from '../runs/panels.ts';
+import { RunCharts } from '../runs/RunCharts.tsx';
+import { NoStepsYet, RunWarnings } from '../runs/RunPage.tsx';
+import { useRunPanels } from '../runs/use-run-panels.ts';
 import '../episodes/data-views.css';
+import '../runs/runs.css';
 import './models.css';
 
 /** How often the training state and steps are refetched while the event stream is down. */
@@ -38,12 +45,15 @@ export function ModelsDataView() {
   const statusChange = useAppStore((s) => modelsSelectors.trainingChangeKey(s.swarm.status, name));
   const pushedStep = useAppStore((s) => modelsSelectors.training(s.models, name).lastPushedStep);
   const lastError = useAppStore((s) => activitySelectors.lastErrorSeq(s.activity));
-  const change = `${statusChange}|${pushedStep}|${lastError}`;
+  // The loop's current run: its curves are the charts (a new run, e.g. after a config change, refetches them).
+  const runId = useAppStore((s) => modelsSelectors.training(s.models, name).state?.runId ?? null);
+  const change = `${statusChange}|${pushedStep}|${lastError}|${runId}`;
   const refresh = () => {
     if (!name) return;
     const request = apiRequest();
     void loadTraining(appStore, request, name);
     void loadSteps(appStore, request, name);
+    if (runId) void loadRunCurves(appStore, request, runId);
   };
   useLiveRefresh(refresh, change, { enabled: name !== null, fallbackMs: FALLBACK_POLL_MS });
 
@@ -60,7 +70,7 @@ export function ModelsDataView() {
     <div className="stack models-view">
       <ModelTabs models={models} selected={name} />
       {selected && <TrainingPanel model={selected} />}
-      {selected && <Charts name={selected.name} />}
+      {selected && (runId ? <RunCurves runId={runId} /> : <ModelCurves name={selected.name} />)}
       {selected && <Checkpoints name={selected.name} />}
     </div>
   );
@@ -134,7 +144,8 @@ function TrainingPanel({ model }: { model: ModelStatus }) {
         <div className="row-actions" role="group" aria-label="Training loop">
           <button
             type="button"
-            className="button button--primary"
+            className={`button ${modelsSelectors.startIsNext(state) ? 'button--primary' : ''}`}
+            data-testid="training-start"
             disabled={training.busy || !state || status === 'running'}
             onClick={() => act('start')}
           >
@@ -158,6 +169,15 @@ function TrainingPanel({ model }: { model: ModelStatus }) {
           </button>
         </div>
       </div>
+      {state?.runId && (
+        <p className="training-run small">
+          Run <span className="mono">{state.runId}</span> ·{' '}
+          <a href={`#/runs/${runPath(state.runId)}`} data-testid="open-run">
+            Open run
+          </a>
+        </p>
+      )}
+      <RunWarnings warnings={state?.warnings ?? []} testId="training-warning" />
       {(training.stateError || state?.lastError) && (
         <p className={training.state ? 'alert' : 'muted'} role={training.state ? 'alert' : undefined}>
           {training.stateError ?? state?.lastError}
@@ -176,93 +196,32 @@ function Fact({ label, children }: { label: string; children: React.ReactNode })
   );
 }
 
-const percent = (v: number) => `${(v * 100).toFixed(0)}%`;
-const compact = (v: number) =>
-  Math.abs(v) >= 1000 ? `${(v / 1000).toFixed(1)}k` : Math.abs(v) >= 10 ? v.toFixed(0) : v.toPrecision(3);
-
-function Charts({ name }: { name: string }) {
-  const training = useAppStore((s) => modelsSelectors.training(s.models, name));
-  const series = modelsSelectors.stepSeries(training.steps);
-  const v = training.stepsVersion;
-  if (training.steps.length === 0) {
-    return (
-      <Panel title="Training curves">
-        <EmptyState icon="timeline" title="Curves appear after the first optimizer step">
-          <p>
-            A step runs once enough groups of finished train episodes are collected (attach a script in
-            Clients).
-          </p>
-        </EmptyState>
-      </Panel>
-    );
-  }
-  const spread = modelsSelectors.hasValues(series.rewardStd) ? modelsSelectors.rewardBand(series) : undefined;
+/** The current run's curves: the same panels as its run page. */
+function RunCurves({ runId }: { runId: string }) {
+  const { panels, version, steps } = useRunPanels([runId]);
+  const loaded = useAppStore((s) => s.runs.byId[runId]?.stepsLoaded ?? false);
   return (
-    <Panel
-      title="Training curves"
-      aside={<span className="count">{formatCount(training.steps.length)} steps</span>}
-      testId="training-charts"
-    >
-      <div className="charts">
-        <LineChart
-          title="Reward (mean ± std)"
-          x={series.step}
-          lines={[{ label: 'mean', values: series.rewardMean, colour: '--accent' }]}
-          band={spread && { ...spread, colour: '--accent' }}
-          version={v}
-          testId="chart-reward"
-        />
-        {modelsSelectors.hasValues(series.success) && (
-          <LineChart
-            title="Success"
-            x={series.step}
-            lines={[{ label: 'success', values: series.success, colour: '--ok' }]}
-            version={v}
-            format={percent}
-          />
-        )}
-        <LineChart
-          title="PPO loss"
-          x={series.step}
-          lines={[{ label: 'loss', values: series.loss, colour: '--danger' }]}
-          version={v}
-        />
-        <LineChart
-          title="KL to reference"
-          x={series.step}
-          lines={[{ label: 'KL', values: series.kl, colour: '--info' }]}
-          version={v}
-        />
-        <LineChart
-          title="Clip fraction"
-          x={series.step}
-          lines={[{ label: 'clip', values: series.clipFraction, colour: '--warn' }]}
-          version={v}
-          format={percent}
-        />
-        <LineChart
-          title="Entropy"
-          x={series.step}
-          lines={[{ label: 'entropy', values: series.entropy, colour: '--ok' }]}
-          version={v}
-        />
-        <LineChart
-          title="Tokens / s (update)"
-          x={series.step}
-          lines={[{ label: 'tokens/s', values: series.tokensPerSecond, colour: '--accent' }]}
-          version={v}
-          format={compact}
-        />
-        {modelsSelectors.hasValues(series.mergeRatio) && (
-          <LineChart
-            title="Merge savings (naive ÷ merged tokens)"
-            x={series.step}
-            lines={[{ label: 'ratio', values: series.mergeRatio, colour: '--info' }]}
-            version={v}
-            format={(n) => `${n.toFixed(2)}×`}
-          />
-        )}
-      </div>
+    <Panel title="Training curves" aside={<span className="count">{formatCount(steps)} steps</span>} testId="training-charts">
+      {loaded && steps === 0 ? <NoStepsYet /> : <RunCharts panels={panels} version={version} syncKey={`model-run:${runId}`} />}
+    </Panel>
+  );
+}
+
+/** A peer that records no runs: the same panels over the model's own steps (x = model step). */
+function ModelCurves({ name }: { name: string }) {
+  const training = useAppStore((s) => modelsSelectors.training(s.models, name));
+  const config = training.state?.config ?? null;
+  const panels = useMemo(
+    () => buildPanels([{ key: name, label: name, colour: compareColour(0), steps: training.steps, config }]),
+    [name, training.steps, config],
+  );
+  return (
+    <Panel title="Training curves" aside={<span className="count">{formatCount(training.steps.length)} steps</span>} testId="training-charts">
+      {training.steps.length === 0 ? (
+        <NoStepsYet />
+      ) : (
+        <RunCharts panels={panels} version={training.stepsVersion} syncKey={`model:${name}`} />
+      )}
     </Panel>
   );
 }
@@ -292,9 +251,8 @@ function Checkpoints({ name }: { name: string }) {
         </p>
       )}
       {list.length === 0 ? (
-        <p className="muted">
-          No checkpoint yet
-          {training.state ? ` (one every ${training.state.config.checkpointEvery} steps)` : ''}.
+        <p className="muted" data-testid="checkpoints-empty">
+          {modelsSelectors.noCheckpointLine(training.state)}
         </p>
       ) : (
         <table className="table">

@@ -110,6 +110,9 @@ export const validEndBody = fc.record(
   { requiredKeys: ['reward'] },
 );
 export const validAbortBody = fc.record({ reason: fc.string({ minLength: 1, maxLength: 60 }) });
+const validRunConfigBody = fc.record({
+  overrides: fc.record({ train: fc.record({ learningRate: fc.oneof(fc.constantFrom(1e-5, 3e-4), fc.double()) }), groupSize: fc.integer({ min: -2, max: 9 }) }, { requiredKeys: [] }),
+});
 const validTrainingBody = fc.record({ action: fc.constantFrom('pause', 'stop') });
 const validAttachBody = fc.record(
   {
@@ -159,6 +162,7 @@ const segment = (known: string) =>
 const modelSegment = segment('tiny');
 const episodeSegment = segment('{ep}');
 const clientSegment = segment('fuzz-client');
+const runSegment = segment('tiny-1');
 
 const queryValue = fc.oneof(
   fc.constantFrom('', '-1', '0', '1', '1e400', 'NaN', '2.5', '9007199254740993', 'train', 'eval', 'active', 'ended', '%zz', '%ff', 'tiny', '1&limit=2'),
@@ -221,7 +225,12 @@ export const controlRequest: fc.Arbitrary<FuzzRequest> = fc.oneof(
     request('control', 'GET', fc.tuple(modelSegment, query(['limit', 'after'])).map(([m, q]) => `/api/models/${m}/steps${q}`), 'control', null),
     request('control', 'GET', modelSegment.map((m) => `/api/models/${m}/checkpoints`), 'control', null),
     request('control', 'GET', fc.tuple(modelSegment, fc.constantFrom('0', '1', '-1', 'x', '1e3', '%zz')).map(([m, s]) => `/api/models/${m}/checkpoints/${s}/archive`), 'control', null),
-    request('control', 'GET', query(['model', 'taskId', 'kind', 'state', 'limit', 'offset']).map((q) => `/api/episodes${q}`), 'control', null),
+    request('control', 'GET', query(['model', 'taskId', 'kind', 'state', 'client', 'policyVersion', 'createdFrom', 'createdBefore', 'sort', 'step', 'episodeIds', 'limit', 'offset']).map((q) => `/api/episodes${q}`), 'control', null),
+    request('control', 'GET', query(['model', 'kind', 'state', 'client', 'policyVersion', 'createdFrom', 'step', 'mode']).map((q) => `/api/episodes.jsonl${q}`), 'control', null),
+    request('control', 'GET', query(['limit', 'offset']).map((q) => `/api/runs${q}`), 'control', null),
+    request('control', 'GET', fc.tuple(runSegment, runSegment).map(([a, b]) => `/api/runs/compare?ids=${a},${b}`), 'control', null),
+    request('control', 'GET', fc.tuple(runSegment, fc.constantFrom('', '/steps', '/steps.csv', '/steps.jsonl', '/evals', '/tasks'), query(['after', 'limit'])).map(([r, p, q]) => `/api/runs/${r}${p}${q}`), 'control', null),
+    request('control', 'PATCH', runSegment.map((r) => `/api/runs/${r}/config`), 'control', validRunConfigBody),
     request('control', 'GET', episodeSegment.map((e) => `/api/episodes/${e}`), 'control', null),
     request('control', 'GET', fc.tuple(episodeSegment, query(['mode'])).map(([e, q]) => `/api/episodes/${e}/export${q}`), 'control', null),
     request('control', 'GET', fc.constant('/api/clients'), 'control', null),
