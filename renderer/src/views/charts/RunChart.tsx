@@ -152,11 +152,17 @@ function ChartPanel(props: RunChartProps & { panelId: string; variant: Variant }
         applying.current = false;
       }
     };
+    // A panel off screen takes a synced zoom when it scrolls into view: redrawing a dozen canvases per zoom is
+    // what made an 8-run comparison stutter, and only the visible ones are looked at.
+    let onScreen = true;
+    let zoomStale = false;
     const member: ZoomMember = {
       applyZoom(range) {
         zoom.current = range;
         setZoomed(range !== null);
-        if (plot.current) setX(plot.current, range ?? fullRange());
+        if (!plot.current) return;
+        if (onScreen) setX(plot.current, range ?? fullRange());
+        else zoomStale = true;
       },
     };
     const options = buildPlotOptions(shape, {
@@ -202,7 +208,16 @@ function ChartPanel(props: RunChartProps & { panelId: string; variant: Variant }
       if (width !== created.width) created.setSize({ width, height });
     });
     observer.observe(element);
+    const visibility = new IntersectionObserver((entries) => {
+      onScreen = entries.some((entry) => entry.isIntersecting);
+      if (onScreen && zoomStale) {
+        zoomStale = false;
+        setX(created, zoom.current ?? fullRange());
+      }
+    });
+    visibility.observe(element);
     return () => {
+      visibility.disconnect();
       observer.disconnect();
       cancelAnimationFrame(legendFrame);
       leave();

@@ -72,6 +72,11 @@ describe('columns', () => {
     expect(columnLayout([false], false).map((r) => r.kind)).toEqual(['raw']);
   });
 
+  it('draws the smoothed lines only when many runs are overlaid, the raw ones when smoothing is off', () => {
+    expect(columnLayout([false, false, false], true).map((r) => r.kind)).toEqual(['smoothed', 'smoothed', 'smoothed']);
+    expect(columnLayout([false, false, false], false).map((r) => r.kind)).toEqual(['raw', 'raw', 'raw']);
+  });
+
   it('smooths only what is drawn: raw columns stay the data', () => {
     const aligned = alignSeries([series('a', [1, 2, 3], [0, 10, 0])]);
     const layout = columnLayout([false], true);

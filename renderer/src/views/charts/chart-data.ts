@@ -129,14 +129,22 @@ export interface ColumnRole {
 }
 
 /**
- * The columns after x, per series: its band's lower and upper edge (if it has a band), its raw line, and its
- * smoothed line when smoothing is on. The line a reader follows (smoothed, else raw) is the series' "main" column.
+ * Overlays of more series than this draw their smoothed lines only: faint raw twins of many runs are a tangle to
+ * read, and they double what the canvas strokes (8 runs × 10,000 steps on 8 panels must pan at 50 fps).
+ */
+export const RAW_TWINS_MAX_SERIES = 2;
+
+/**
+ * The columns after x, per series: its band's lower and upper edge (if it has a band), its raw line (unless
+ * smoothing is on and more than RAW_TWINS_MAX_SERIES series are overlaid), and its smoothed line when smoothing is
+ * on. The line a reader follows (smoothed, else raw) is the series' "main" column.
  */
 export function columnLayout(bands: readonly boolean[], smoothed: boolean): ColumnRole[] {
   const layout: ColumnRole[] = [];
+  const rawTwins = !smoothed || bands.length <= RAW_TWINS_MAX_SERIES;
   bands.forEach((band, series) => {
     if (band) layout.push({ kind: 'lower', series }, { kind: 'upper', series });
-    layout.push({ kind: 'raw', series });
+    if (rawTwins) layout.push({ kind: 'raw', series });
     if (smoothed) layout.push({ kind: 'smoothed', series });
   });
   return layout;

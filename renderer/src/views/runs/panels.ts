@@ -187,9 +187,11 @@ export function buildPanels(sources: readonly PanelSource[]): PanelSpec[] {
     ...extra,
   });
 
+  // A band per run would bury an overlay of several: the spread is shown for one run only.
+  const banded = sources.length === 1;
   const reward = spec(
     'reward',
-    'Reward (mean ± std)',
+    banded ? 'Reward (mean ± std)' : 'Reward (mean)',
     'number',
     sources.map((source, i) => {
       const c = columns[i];
@@ -199,7 +201,7 @@ export function buildPanels(sources: readonly PanelSource[]): PanelSpec[] {
         x: c.x,
         y: c.rewardMean,
         colour: source.colour,
-        band: hasValues(c.rewardLower) ? { lower: c.rewardLower, upper: c.rewardUpper } : undefined,
+        band: banded && hasValues(c.rewardLower) ? { lower: c.rewardLower, upper: c.rewardUpper } : undefined,
       };
     }),
     'No step reports a reward',
