@@ -8,6 +8,7 @@ import { UsageError, type Command } from './command.ts';
 import { clientKeyCommand } from './client-key-command.ts';
 import { checkpointsCommand } from './checkpoints-command.ts';
 import { episodesCommand } from './episodes-command.ts';
+import { runsCommand } from './runs-command.ts';
 import { nodeCommand, serveCommand } from './node-command.ts';
 import { statusCommand } from './status-command.ts';
 import { attachCommand } from './attach-command.ts';
@@ -16,7 +17,7 @@ import { demoCommand } from '../demo/demo-command.ts';
 import { swarmCommand } from './swarm-command.ts';
 import { peersCommand } from './peers-command.ts';
 
-export const commands: Command[] = [nodeCommand, serveCommand, statusCommand, episodesCommand, checkpointsCommand, clientKeyCommand, attachCommand, clientsCommand, demoCommand, swarmCommand, peersCommand];
+export const commands: Command[] = [nodeCommand, serveCommand, statusCommand, episodesCommand, runsCommand, checkpointsCommand, clientKeyCommand, attachCommand, clientsCommand, demoCommand, swarmCommand, peersCommand];
 
 function overview(): string {
   const width = Math.max(...commands.map((c) => c.name.length));

@@ -8,7 +8,7 @@ import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parsePositiveInt, UsageError, type Command } from '../cli/command.ts';
 import { formatDuration, ProgressBar } from '../cli/progress.ts';
-import { DEFAULT_DEMO, runDemo, type DemoOptions, type DemoProgress, type DemoResult } from './demo.ts';
+import { DEFAULT_DEMO, demoDataDir, runDemo, type DemoOptions, type DemoProgress, type DemoResult } from './demo.ts';
 import { writeDemoReport } from './report.ts';
 
 const USAGE = `agentjet demo [--steps N] [--json] [--out DIR] [--model builtin:tiny|HF_FOLDER]
@@ -96,6 +96,22 @@ function ensureUiBuilt(): void {
   if (built.status !== 0) process.stderr.write('agentjet demo: the UI did not build; the run goes on, the report is written as usual\n');
 }
 
+/** A path as one shell word: quoted when it holds anything a shell would split or expand. */
+export function shellWord(text: string): string {
+  return /^[A-Za-z0-9_./:@%+=-]+$/.test(text) ? text : `'${text.replace(/'/g, `'\\''`)}'`;
+}
+
+/** The commands that open the finished run: the UI on its data dir, the run's details, its report. */
+export function lookAtRunLines(result: Pick<DemoResult, 'dataDir' | 'runId'>): string[] {
+  const dir = shellWord(result.dataDir);
+  const lines = [`  browse it in the UI:  agentjet node --data-dir ${dir}`];
+  if (result.runId) {
+    const run = shellWord(result.runId);
+    lines.push(`  the run's details:    agentjet runs show ${run} --data-dir ${dir}`, `  its report again:     agentjet runs report ${run} --data-dir ${dir}`);
+  }
+  return lines;
+}
+
 function summaryLine(result: DemoResult): string {
   const { steps, wall_s, episodes, eval_before, eval_after, merge_token_ratio, backend } = result;
   return JSON.stringify({ steps, wall_s, episodes, eval_before, eval_after, merge_token_ratio, backend });
@@ -124,6 +140,7 @@ export const demoCommand: Command = {
   async run(values) {
     const options = demoOptionsFrom(values);
     if (!values['no-ui']) ensureUiBuilt();
+    process.stderr.write(`agentjet demo: run folder ${options.out}\n  data dir: ${demoDataDir(options)}\n`);
     const result = await runDemo(options, progressPrinter());
     const report = writeDemoReport(result);
     const gain = (result.eval_after - result.eval_before) * 100;
@@ -131,6 +148,7 @@ export const demoCommand: Command = {
       `held-out success ${(result.eval_before * 100).toFixed(1)}% → ${(result.eval_after * 100).toFixed(1)}% (${gain >= 0 ? '+' : ''}${gain.toFixed(1)} pp) ` +
         `in ${formatDuration(result.wall_s)}; report: ${report}\n`,
     );
+    process.stderr.write(`To look at the run${result.runId ? ` ${result.runId}` : ''}:\n${lookAtRunLines(result).join('\n')}\n`);
     if (values.json) process.stdout.write(summaryLine(result) + '\n');
     return 0;
   },

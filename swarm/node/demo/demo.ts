@@ -19,6 +19,7 @@ import { DEFAULT_POOL_LIMIT, type HostedModel } from '../models/model-host.ts';
 import { defaultModelName, parseModelSource } from '../models/model-spec.ts';
 import { createSwarmToken } from '../../../p2p/index.ts';
 import { PeerRuntime } from '../runtime.ts';
+import { latestRunOfModel } from '../store/training-runs.ts';
 import type { TrainingConfigOverrides } from '../training/config.ts';
 import { sqliteTrainingStore } from '../training/sqlite-training-store.ts';
 import { makeTasks } from './calc-format.ts';
@@ -136,11 +137,16 @@ export interface DemoResult {
   stepRecords: StepRecord[];
   options: DemoOptions;
   outDir: string;
+  /** The peer's data dir inside the run folder (`agentjet node|runs … --data-dir` open it). */
+  dataDir: string;
+  /** The hosted model's name and the training run the demo recorded in the store. */
+  modelName: string;
+  runId: string | null;
 }
 
 /** What the demo reports while it runs (the CLI draws progress bars from it). */
 export type DemoProgress =
-  | { phase: 'start'; model: string; backend: string; uiUrl: string; agentsRun: string }
+  | { phase: 'start'; model: string; backend: string; uiUrl: string; agentsRun: string; dataDir: string }
   | { phase: 'eval'; label: 'before' | 'after'; done: number; total: number; successRate: number }
   | { phase: 'train-start'; total: number }
   | { phase: 'train'; step: number; total: number; record: StepRecord }
@@ -179,6 +185,11 @@ async function splitUserTasks(dir: string, path: string): Promise<TaskFiles> {
   return { tasks, eval: evalFile, evalCount: held.length };
 }
 
+/** The peer's data dir of a demo run: inside its run folder, so the folder holds everything the run made. */
+export function demoDataDir(options: Pick<DemoOptions, 'out'>): string {
+  return join(resolve(options.out), 'peer');
+}
+
 export async function runDemo(options: DemoOptions, onProgress: (p: DemoProgress) => void = () => {}): Promise<DemoResult> {
   const started = performance.now();
   const outDir = resolve(options.out);
@@ -189,8 +200,9 @@ export async function runDemo(options: DemoOptions, onProgress: (p: DemoProgress
   const modelName = defaultModelName(source);
   // Two processes: a private swarm of two peers on this machine (loopback only, no mDNS).
   const swarmToken = options.twoProcess ? createSwarmToken({ name: 'demo' }) : undefined;
+  const dataDir = demoDataDir(options);
   const runtime = await PeerRuntime.start({
-    dataDir: join(outDir, 'peer'),
+    dataDir,
     port: 0,
     consoleLogLevel: 'silent',
     models: [{ name: modelName, source, aliases: [], poolLimit: DEFAULT_POOL_LIMIT }],
@@ -206,7 +218,7 @@ export async function runDemo(options: DemoOptions, onProgress: (p: DemoProgress
     runner = swarmToken
       ? await clientPeerProcess({ dataDir: join(outDir, 'client'), swarmToken, bootstrap: runtime.p2p!.node.multiaddrs()[0], model: modelName })
       : inProcessRunner(runtime.runner);
-    onProgress({ phase: 'start', model: options.model, backend, uiUrl: runtime.urls.ui, agentsRun: runner.where });
+    onProgress({ phase: 'start', model: options.model, backend, uiUrl: runtime.urls.ui, agentsRun: runner.where, dataDir });
     const policyVersionBefore = model.policyVersion;
     const weightsBefore = await model.engine.getWeights();
 
@@ -267,6 +279,9 @@ export async function runDemo(options: DemoOptions, onProgress: (p: DemoProgress
       stepRecords: records,
       options,
       outDir,
+      dataDir,
+      modelName,
+      runId: latestRunOfModel(runtime.db, modelName)?.id ?? null,
     };
     onProgress({ phase: 'done', result });
     return result;
