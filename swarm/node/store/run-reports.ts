@@ -4,7 +4,7 @@
  * out), these count every finished train episode, so a report can say how the policy did on all its rollouts.
  */
 import type { Database } from 'better-sqlite3';
-import { runWindow, type TrainingRunRow } from './training-runs.ts';
+import { OPEN_END, runWindow, versionSteps, type TrainingRunRow } from './training-runs.ts';
 import { statement } from './statements.ts';
 
 /** The train episodes of a run that ran on one policy version. */
@@ -22,9 +22,7 @@ export interface RunRolloutPoint {
   callsMean: number | null;
 }
 
-/** An upper bound for an open window: later than any ISO time the store holds. */
-const OPEN_END = '9999';
-
+/** The run's finished train episodes per policy version, each at the run step whose weights sampled it. */
 export function runRollouts(db: Database, run: TrainingRunRow): RunRolloutPoint[] {
   const window = runWindow(db, run);
   const rows = statement(
@@ -44,22 +42,14 @@ export function runRollouts(db: Database, run: TrainingRunRow): RunRolloutPoint[
     callsMean: number | null;
   }[];
   if (rows.length === 0) return [];
-  const versions = statement(db, 'SELECT step, policy_version FROM train_steps WHERE run_id = ? AND reverted_at IS NULL ORDER BY policy_version').all(run.id) as {
-    step: number;
-    policy_version: number;
-  }[];
-  return rows.map((row) => {
-    // As runEvals: the newest step at or below the version (a restore's version belongs to the step before).
-    let step = 0;
-    for (const v of versions) if (v.policy_version <= row.v) step = v.step - run.stepOffset;
-    return {
-      step,
-      policyVersion: row.v,
-      episodes: row.n,
-      aborted: row.aborted,
-      successRate: row.flagged > 0 ? row.succeeded / row.n : null,
-      meanReward: row.meanReward,
-      callsMean: row.callsMean,
-    };
-  });
+  const stepOf = versionSteps(db, run);
+  return rows.map((row) => ({
+    step: stepOf(row.v),
+    policyVersion: row.v,
+    episodes: row.n,
+    aborted: row.aborted,
+    successRate: row.flagged > 0 ? row.succeeded / row.n : null,
+    meanReward: row.meanReward,
+    callsMean: row.callsMean,
+  }));
 }

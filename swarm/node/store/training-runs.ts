@@ -7,7 +7,17 @@
  */
 import type { Database } from 'better-sqlite3';
 import type { RunStep, TrainStepSummary } from '../../common/api.ts';
-import type { RunCheckpoint, RunEvalPoint, RunEvent, RunEventKind, RunScript, RunStart, RunStatus, RunTaskRow, RunWarning } from '../../common/runs-api.ts';
+import type {
+  RunCheckpoint,
+  RunEvalPoint,
+  RunEvent,
+  RunEventKind,
+  RunScript,
+  RunStart,
+  RunStatus,
+  RunTaskRow,
+  RunWarning,
+} from '../../common/runs-api.ts';
 import { statement } from './statements.ts';
 
 export interface TrainingRunRow {
@@ -69,8 +79,11 @@ function runFromRow(row: RunSqlRow): TrainingRunRow {
 
 /** The next run's sequence number and how many runs the model has had (its runs are named `<model>-<n>`). */
 export function nextRunNumbers(db: Database, model: string): { seq: number; ofModel: number } {
-  const seq = (statement(db, 'SELECT COALESCE(MAX(seq), 0) AS n FROM training_runs').get() as { n: number }).n + 1;
-  const ofModel = (statement(db, 'SELECT COUNT(*) AS n FROM training_runs WHERE model = ?').get(model) as { n: number }).n + 1;
+  const seq =
+    (statement(db, 'SELECT COALESCE(MAX(seq), 0) AS n FROM training_runs').get() as { n: number }).n + 1;
+  const ofModel =
+    (statement(db, 'SELECT COUNT(*) AS n FROM training_runs WHERE model = ?').get(model) as { n: number }).n +
+    1;
   return { seq, ofModel };
 }
 
@@ -103,23 +116,44 @@ export function getRun(db: Database, id: string): TrainingRunRow | undefined {
 
 /** The model's newest run, or undefined before its first. */
 export function latestRunOfModel(db: Database, model: string): TrainingRunRow | undefined {
-  const row = statement(db, 'SELECT * FROM training_runs WHERE model = ? ORDER BY seq DESC LIMIT 1').get(model) as RunSqlRow | undefined;
+  const row = statement(db, 'SELECT * FROM training_runs WHERE model = ? ORDER BY seq DESC LIMIT 1').get(
+    model,
+  ) as RunSqlRow | undefined;
   return row && runFromRow(row);
 }
 
 /** Runs still marked running or paused: what a peer that died left behind (marked crashed at the next start). */
 export function unfinishedRuns(db: Database): TrainingRunRow[] {
-  return (statement(db, "SELECT * FROM training_runs WHERE status IN ('running', 'paused') ORDER BY seq").all() as RunSqlRow[]).map(runFromRow);
+  return (
+    statement(
+      db,
+      "SELECT * FROM training_runs WHERE status IN ('running', 'paused') ORDER BY seq",
+    ).all() as RunSqlRow[]
+  ).map(runFromRow);
 }
 
 /** Sets the status; `endedAt` is written for the statuses that end a run's activity and cleared for the others. */
-export function updateRunStatus(db: Database, id: string, status: RunStatus, at = new Date().toISOString()): void {
+export function updateRunStatus(
+  db: Database,
+  id: string,
+  status: RunStatus,
+  at = new Date().toISOString(),
+): void {
   const ended = status === 'running' || status === 'paused' ? null : at;
   statement(db, 'UPDATE training_runs SET status = ?, ended_at = ? WHERE id = ?').run(status, ended, id);
 }
 
-export function updateRunConfig(db: Database, id: string, config: Record<string, unknown>, configHash: string): void {
-  statement(db, 'UPDATE training_runs SET config = ?, config_hash = ? WHERE id = ?').run(JSON.stringify(config), configHash, id);
+export function updateRunConfig(
+  db: Database,
+  id: string,
+  config: Record<string, unknown>,
+  configHash: string,
+): void {
+  statement(db, 'UPDATE training_runs SET config = ?, config_hash = ? WHERE id = ?').run(
+    JSON.stringify(config),
+    configHash,
+    id,
+  );
 }
 
 export function setRunWarnings(db: Database, id: string, warnings: readonly RunWarning[]): void {
@@ -136,26 +170,30 @@ export interface RunEventRecord {
 }
 
 export function insertRunEvent(db: Database, event: RunEventRecord): void {
-  statement(db, 'INSERT INTO run_events (run_id, step, kind, label, detail, created_at) VALUES (?, ?, ?, ?, ?, ?)').run(
-    event.runId,
-    event.step,
-    event.kind,
-    event.label,
-    JSON.stringify(event.detail),
-    event.time,
-  );
+  statement(
+    db,
+    'INSERT INTO run_events (run_id, step, kind, label, detail, created_at) VALUES (?, ?, ?, ?, ?, ?)',
+  ).run(event.runId, event.step, event.kind, event.label, JSON.stringify(event.detail), event.time);
 }
 
 /** The recorded events (start, resume, config change, stop, …), oldest first. */
 export function listRunEvents(db: Database, runId: string): RunEvent[] {
-  const rows = statement(db, 'SELECT * FROM run_events WHERE run_id = ? ORDER BY created_at, rowid').all(runId) as {
+  const rows = statement(db, 'SELECT * FROM run_events WHERE run_id = ? ORDER BY created_at, rowid').all(
+    runId,
+  ) as {
     step: number;
     kind: RunEventKind;
     label: string;
     detail: string;
     created_at: string;
   }[];
-  return rows.map((r) => ({ kind: r.kind, step: r.step, label: r.label, detail: JSON.parse(r.detail) as Record<string, unknown>, time: r.created_at }));
+  return rows.map((r) => ({
+    kind: r.kind,
+    step: r.step,
+    label: r.label,
+    detail: JSON.parse(r.detail) as Record<string, unknown>,
+    time: r.created_at,
+  }));
 }
 
 /** Aggregates of a run's standing steps, as the runs list shows them (kept on the row: run-totals.ts). */
@@ -167,34 +205,44 @@ export interface RunStepTotals {
 }
 
 export function runStepTotals(db: Database, runId: string): RunStepTotals {
-  const row = statement(db, 'SELECT steps, last_step AS lastStep, best_reward AS bestReward, last_reward AS lastReward FROM training_runs WHERE id = ?').get(runId) as
-    | RunStepTotals
-    | undefined;
+  const row = statement(
+    db,
+    'SELECT steps, last_step AS lastStep, best_reward AS bestReward, last_reward AS lastReward FROM training_runs WHERE id = ?',
+  ).get(runId) as RunStepTotals | undefined;
   return row ?? { steps: 0, lastStep: 0, bestReward: null, lastReward: null };
 }
 
 /** A page of runs, newest first, and how many there are. */
-export function listRuns(db: Database, options: { limit: number; offset: number }): { runs: TrainingRunRow[]; total: number } {
-  const rows = statement(db, 'SELECT * FROM training_runs ORDER BY seq DESC LIMIT ? OFFSET ?').all(options.limit, options.offset) as RunSqlRow[];
+export function listRuns(
+  db: Database,
+  options: { limit: number; offset: number },
+): { runs: TrainingRunRow[]; total: number } {
+  const rows = statement(db, 'SELECT * FROM training_runs ORDER BY seq DESC LIMIT ? OFFSET ?').all(
+    options.limit,
+    options.offset,
+  ) as RunSqlRow[];
   const total = (statement(db, 'SELECT COUNT(*) AS n FROM training_runs').get() as { n: number }).n;
   return { runs: rows.map(runFromRow), total };
 }
 
 /** Every run of a model, oldest first. */
 export function runsOfModel(db: Database, model: string): TrainingRunRow[] {
-  return (statement(db, 'SELECT * FROM training_runs WHERE model = ? ORDER BY seq').all(model) as RunSqlRow[]).map(runFromRow);
+  return (
+    statement(db, 'SELECT * FROM training_runs WHERE model = ? ORDER BY seq').all(model) as RunSqlRow[]
+  ).map(runFromRow);
 }
 
 /** The run's episode window: from its start until the model's next run began (null: still open). */
 export function runWindow(db: Database, run: TrainingRunRow): { from: string; before: string | null } {
-  const next = statement(db, 'SELECT created_at FROM training_runs WHERE model = ? AND seq > ? ORDER BY seq LIMIT 1').get(run.model, run.seq) as
-    | { created_at: string }
-    | undefined;
+  const next = statement(
+    db,
+    'SELECT created_at FROM training_runs WHERE model = ? AND seq > ? ORDER BY seq LIMIT 1',
+  ).get(run.model, run.seq) as { created_at: string } | undefined;
   return { from: run.createdAt, before: next?.created_at ?? null };
 }
 
 /** An upper bound for an open window: later than any ISO time the store holds. */
-const OPEN_END = '9999';
+export const OPEN_END = '9999';
 
 interface StepSqlRow {
   model: string;
@@ -207,15 +255,30 @@ interface StepSqlRow {
 }
 
 /** The run's steps after run step `afterRunStep` (all when omitted), oldest first, at most `limit`. */
-export function listRunSteps(db: Database, run: TrainingRunRow, options: { afterRunStep?: number; limit: number }): RunStep[] {
-  const rows = statement(db, 'SELECT * FROM train_steps WHERE run_id = ? AND step > ? ORDER BY step LIMIT ?').all(
-    run.id,
-    run.stepOffset + (options.afterRunStep ?? -1),
-    options.limit,
-  ) as StepSqlRow[];
+export function listRunSteps(
+  db: Database,
+  run: TrainingRunRow,
+  options: { afterRunStep?: number; limit: number },
+): RunStep[] {
+  const rows = statement(
+    db,
+    'SELECT * FROM train_steps WHERE run_id = ? AND step > ? ORDER BY step LIMIT ?',
+  ).all(run.id, run.stepOffset + (options.afterRunStep ?? -1), options.limit) as StepSqlRow[];
   return rows.map((row) => {
-    const rest = JSON.parse(row.metrics) as Omit<TrainStepSummary, 'model' | 'step' | 'policyVersion' | 'time'>;
-    return { ...rest, model: row.model, step: row.step, policyVersion: row.policy_version, time: row.created_at, revertedAt: row.reverted_at, runId: row.run_id, runStep: row.step - run.stepOffset };
+    const rest = JSON.parse(row.metrics) as Omit<
+      TrainStepSummary,
+      'model' | 'step' | 'policyVersion' | 'time'
+    >;
+    return {
+      ...rest,
+      model: row.model,
+      step: row.step,
+      policyVersion: row.policy_version,
+      time: row.created_at,
+      revertedAt: row.reverted_at,
+      runId: row.run_id,
+      runStep: row.step - run.stepOffset,
+    };
   });
 }
 
@@ -237,7 +300,13 @@ export function runCheckpoints(db: Database, run: TrainingRunRow): RunCheckpoint
     `SELECT step, policy_version, created_at, json_extract(metrics, '$.checkpoint') AS dir FROM train_steps
      WHERE run_id = ? AND reverted_at IS NULL AND json_extract(metrics, '$.checkpoint') IS NOT NULL ORDER BY step DESC`,
   ).all(run.id) as { step: number; policy_version: number; created_at: string; dir: string }[];
-  return rows.map((r) => ({ step: r.step - run.stepOffset, modelStep: r.step, policyVersion: r.policy_version, time: r.created_at, dir: r.dir }));
+  return rows.map((r) => ({
+    step: r.step - run.stepOffset,
+    modelStep: r.step,
+    policyVersion: r.policy_version,
+    time: r.created_at,
+    dir: r.dir,
+  }));
 }
 
 /**
@@ -253,25 +322,44 @@ export function runEvals(db: Database, run: TrainingRunRow): RunEvalPoint[] {
             MAX(COALESCE(ended_at, created_at)) AS last
      FROM episodes WHERE model = ? AND kind = 'eval' AND state != 'active' AND created_at >= ? AND created_at < ?
      GROUP BY policy_version ORDER BY policy_version`,
-  ).all(run.model, window.from, window.before ?? OPEN_END) as { v: number; n: number; meanReward: number | null; flagged: number; succeeded: number; last: string }[];
+  ).all(run.model, window.from, window.before ?? OPEN_END) as {
+    v: number;
+    n: number;
+    meanReward: number | null;
+    flagged: number;
+    succeeded: number;
+    last: string;
+  }[];
   if (rows.length === 0) return [];
-  const versions = statement(db, 'SELECT step, policy_version FROM train_steps WHERE run_id = ? AND reverted_at IS NULL ORDER BY policy_version').all(run.id) as {
+  const stepOf = versionSteps(db, run);
+  return rows.map((row) => ({
+    step: stepOf(row.v),
+    policyVersion: row.v,
+    episodes: row.n,
+    successRate: row.flagged > 0 ? row.succeeded / row.n : null,
+    meanReward: row.meanReward,
+    time: row.last,
+  }));
+}
+
+/**
+ * The run step whose weights a policy version names: the newest standing step that produced it or an older one (a
+ * version no step produced, such as a restore's, belongs to the step before); 0 for the weights the run started
+ * from. Reads the run's steps once; the function answers from memory.
+ */
+export function versionSteps(db: Database, run: TrainingRunRow): (policyVersion: number) => number {
+  const versions = statement(
+    db,
+    'SELECT step, policy_version FROM train_steps WHERE run_id = ? AND reverted_at IS NULL ORDER BY policy_version',
+  ).all(run.id) as {
     step: number;
     policy_version: number;
   }[];
-  return rows.map((row) => {
-    // The newest step at or below the version: a version no step produced (a restore's) belongs to the step before.
+  return (policyVersion) => {
     let step = 0;
-    for (const v of versions) if (v.policy_version <= row.v) step = v.step - run.stepOffset;
-    return {
-      step,
-      policyVersion: row.v,
-      episodes: row.n,
-      successRate: row.flagged > 0 ? row.succeeded / row.n : null,
-      meanReward: row.meanReward,
-      time: row.last,
-    };
-  });
+    for (const v of versions) if (v.policy_version <= policyVersion) step = v.step - run.stepOffset;
+    return step;
+  };
 }
 
 /** The per-task table: train and held-out tasks apart, the most-run first, at most `limit` rows. */
@@ -306,20 +394,34 @@ export function runScripts(db: Database, run: TrainingRunRow): RunScript[] {
 
 /** The run step in effect at an ISO time: the number of the run's standing steps recorded before it. */
 export function runStepAt(db: Database, run: TrainingRunRow, time: string): number {
-  const row = statement(db, 'SELECT MAX(step) AS step FROM train_steps WHERE run_id = ? AND reverted_at IS NULL AND created_at <= ?').get(run.id, time) as {
+  const row = statement(
+    db,
+    'SELECT MAX(step) AS step FROM train_steps WHERE run_id = ? AND reverted_at IS NULL AND created_at <= ?',
+  ).get(run.id, time) as {
     step: number | null;
   };
   return row.step === null ? 0 : row.step - run.stepOffset;
 }
 
 /** Policy restores (a restart that went back to a checkpoint) during the run's window, as revert markers. */
-export function runRestores(db: Database, run: TrainingRunRow): { checkpointStep: number; afterStep: number; time: string }[] {
+export function runRestores(
+  db: Database,
+  run: TrainingRunRow,
+): { checkpointStep: number; afterStep: number; time: string }[] {
   const window = runWindow(db, run);
   const rows = statement(
     db,
     'SELECT checkpoint_step, after_step, created_at FROM policy_restores WHERE model = ? AND created_at >= ? AND created_at < ? ORDER BY created_at',
-  ).all(run.model, window.from, window.before ?? OPEN_END) as { checkpoint_step: number; after_step: number; created_at: string }[];
-  return rows.map((r) => ({ checkpointStep: r.checkpoint_step - run.stepOffset, afterStep: r.after_step - run.stepOffset, time: r.created_at }));
+  ).all(run.model, window.from, window.before ?? OPEN_END) as {
+    checkpoint_step: number;
+    after_step: number;
+    created_at: string;
+  }[];
+  return rows.map((r) => ({
+    checkpointStep: r.checkpoint_step - run.stepOffset,
+    afterStep: r.after_step - run.stepOffset,
+    time: r.created_at,
+  }));
 }
 
 /**
