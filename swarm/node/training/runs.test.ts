@@ -204,6 +204,26 @@ describe('training runs', () => {
     }
   });
 
+  it('a finished run stays finished across a restart, and the peer still starts and serves it', async () => {
+    const dataDir = tempDir();
+    const training = { config: { ...TRAINING, maxSteps: 1 } };
+    let runtime = await startPeer(dataDir, training);
+    try {
+      await trainOneStep(runtime);
+      expect(runtime.training.loop('tiny').state().status).toBe('finished');
+    } finally {
+      await runtime.stop();
+    }
+    runtime = await startPeer(dataDir, training);
+    try {
+      expect(runtime.training.loop('tiny').state().status).toBe('finished');
+      const [run] = await runs(runtime);
+      expect(run).toMatchObject({ id: 'tiny-1', status: 'finished', steps: 1 });
+    } finally {
+      await runtime.stop();
+    }
+  });
+
   it('answers unknown runs with 404 and bad queries with 400, naming the field', async () => {
     const runtime = await startPeer(tempDir());
     try {

@@ -88,8 +88,16 @@ export class TrainingService implements ServiceHandle {
     return this.loops.get(model)?.state().status === 'running';
   }
 
+  /** Starts every loop; one whose run already did its maxSteps stays finished (the peer still serves and shows it). */
   async startAll(): Promise<void> {
-    for (const loop of this.loops.values()) await loop.start();
+    for (const loop of this.loops.values()) {
+      try {
+        await loop.start();
+      } catch (err) {
+        if (!(err instanceof TrainingStateError)) throw err;
+        this.ctx.log.warn('training not started', { model: loop.model.name, reason: err.message });
+      }
+    }
   }
 
   /** The loop of a model by name or alias; NotFoundError (404) when there is none. */
