@@ -6,12 +6,13 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import Database from 'better-sqlite3';
 import { expect, test, type Page } from '@playwright/test';
 import type { RunStep } from '../swarm/common/api.ts';
 import type { RunSummary } from '../swarm/common/runs-api.ts';
 import { startPeerProcess, type PeerProcess } from '../electron/peer-process.ts';
 import { dataPaths } from '../swarm/node/paths.ts';
+import { openStoreReadOnly } from '../swarm/node/store/read-only.ts';
+import { listTrainSteps } from '../swarm/node/store/train-steps.ts';
 import { REPO_ROOT } from './support/peer.ts';
 import { runAgentEpisode } from './views/gateway-driver.ts';
 
@@ -141,11 +142,11 @@ test('two runs at different learning rates: kept, compared with lr highlighted, 
     const header = csv[0].split(',');
     const rows = csv.slice(1).map((line) => Object.fromEntries(line.split(',').map((v, i) => [header[i], v])));
     const jsonl = (await text(second, `/runs/${low.id}/steps.jsonl`)).trim().split('\n').map((l) => JSON.parse(l) as RunStep);
-    const db = new Database(dataPaths(dataDir).store, { readonly: true, fileMustExist: true });
+    const db = openStoreReadOnly(dataPaths(dataDir).store);
     try {
-      const stored = db
-        .prepare("SELECT step, policy_version, json_extract(metrics, '$.rewardMean') AS reward, json_extract(metrics, '$.metrics.loss') AS loss FROM train_steps WHERE run_id = ? ORDER BY step")
-        .all(low.id) as { step: number; policy_version: number; reward: number; loss: number }[];
+      const stored = listTrainSteps(db, MODEL, { limit: 1000 })
+        .filter((s) => s.runId === low.id)
+        .map((s) => ({ step: s.step, policy_version: s.policyVersion, reward: s.metrics.rewardMean as number, loss: (s.metrics.metrics as { loss: number }).loss }));
       expect(stored).toHaveLength(3);
       expect(rows.map((r) => [Number(r.model_step), Number(r.policy_version), Number(r.reward_mean), Number(r.loss)])).toEqual(stored.map((s) => [s.step, s.policy_version, s.reward, s.loss]));
       expect(rows.map((r) => Number(r.step))).toEqual([1, 2, 3]);
