@@ -81,6 +81,13 @@ export const attachClientSchema = z
     /** Re-attaching under the same name: let in-flight episodes of the old version finish, or abort them. */
     inFlight: z.enum(['finish', 'abort']).default('finish'),
     /**
+     * Re-attaching under the same name a script from another folder (or, uploaded, with another file name) is
+     * refused unless this is true: every example is `agent.*`, so a name clash is more often a mistake than a swap.
+     */
+    swap: z.boolean().default(false),
+    /** Run one episode of the first train task and answer with its run and calls; nothing stays attached. */
+    dryRun: z.boolean().default(false),
+    /**
      * Scripts run sandboxed: under bubblewrap where the runner has it (`ClientRunner.isolation()` says), else with
      * in-process guards (Node's permission model, an audit hook for Python) that are no boundary. false = as is.
      */
@@ -200,6 +207,21 @@ export interface ClientRunRecord {
   stderr: string;
   startedAt: string;
   endedAt: string | null;
+}
+
+/** One call of a dry run's episode: what the agent sent and what the model answered. */
+export interface DryRunCall {
+  messages: unknown[];
+  assistantMessage: unknown;
+  finishReason: string | null;
+}
+
+/** What `POST /api/clients` answers for `dryRun: true`. */
+export interface DryRunResult {
+  dryRun: true;
+  run: ClientRunRecord;
+  /** The episode's calls, from this peer's store (empty when the episode ran on another peer of the swarm). */
+  calls: DryRunCall[];
 }
 
 /** The line an agent script prints last (or that the reward module returns). */

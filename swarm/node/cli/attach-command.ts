@@ -1,9 +1,10 @@
 /** `agentjet attach SCRIPT --tasks FILE --model M …`: attaches an agent script to the running peer (hot swap when the name exists). */
 import { readFileSync } from 'node:fs';
-import { basename, extname, resolve } from 'node:path';
-import type { AttachClientRequest, ClientStatus } from '../../common/runner-api.ts';
+import { basename, dirname, extname, resolve } from 'node:path';
+import type { AttachClientRequest, ClientStatus, DryRunResult } from '../../common/runner-api.ts';
 import { NODE_SCRIPT_EXTENSIONS } from '../../common/script-extensions.ts';
 import { parsePositiveInt, UsageError, type Command } from './command.ts';
+import { formatDryRun } from './dry-run-output.ts';
 import { dataDirOption, dataDirUsage, PeerClient } from './peer-client.ts';
 
 export const attachCommand: Command = {
@@ -19,7 +20,7 @@ Options:
   --model M           the model to train
   --team R=M,R=M      a team: one model per role (proposer=m1,verifier=m2)
   --alias NAME        a model name the script hard-codes (repeatable), e.g. gpt-4o-mini
-  --name NAME         the client's name (default: the script's file name)
+  --name NAME         the client's name (default: the script's file name; for agent.* its folder's name)
   --reward FILE       a module computing the reward from the task and the script's output
   --repeat N          episodes per task (GRPO group size, default 1)
   --concurrency N     episodes of this script at once (default 4)
@@ -32,6 +33,8 @@ Options:
   --output-idle S     a script that prints nothing for S seconds is killed (default 0 = never)
   --network on|none   none: no network at all, not even the gateway (needs bubblewrap; default on)
   --runtime R         auto, node or python (default auto, by extension)
+  --swap              replace a client of that name whose script comes from another folder (or file name)
+  --dry-run           run one episode of the first train task, print its calls, result and output; attach nothing
   --abort-in-flight   when swapping, abort the old version's running episodes instead of letting them finish
   --no-sandbox        run Node scripts without Node's permission model
   --upload            send the script and tasks' content instead of their paths
@@ -57,6 +60,8 @@ ${dataDirUsage}
     network: { type: 'string' },
     runtime: { type: 'string' },
     'abort-in-flight': { type: 'boolean' },
+    swap: { type: 'boolean' },
+    'dry-run': { type: 'boolean' },
     'no-sandbox': { type: 'boolean' },
     upload: { type: 'boolean' },
     json: { type: 'boolean' },
@@ -64,6 +69,7 @@ ${dataDirUsage}
   positionals: { min: 1, max: 1, names: 'SCRIPT (the agent script to attach)' },
   async run(values, [scriptArg]) {
     const request = attachRequest(values, scriptArg);
+    if (request.dryRun) return dryRun(PeerClient.fromDataDir(values), request, values.json === true);
     const status = await PeerClient.fromDataDir(values).request<ClientStatus>('POST', '/clients', request);
     if (values.json) process.stdout.write(JSON.stringify(status, null, 2) + '\n');
     else {
@@ -99,7 +105,7 @@ export function attachRequest(values: Record<string, unknown>, scriptArg: string
   const upload = values.upload === true;
   if (upload && NODE_SCRIPT_EXTENSIONS.includes(extname(tasks))) throw new UsageError('--upload takes a JSONL task file, not a generator module');
   return {
-    name: (values.name as string | undefined) ?? basename(script).replace(/\.[^.]+$/, '').replace(/[^A-Za-z0-9._-]/g, '-'),
+    name: (values.name as string | undefined) ?? defaultClientName(script),
     script: upload ? { content: readOrUsage(script), filename: basename(script) } : { path: script },
     tasks: upload ? { inline: readOrUsage(resolve(tasks)).split('\n').filter((l) => l.trim()).map((l) => JSON.parse(l) as { id: string }) } : { path: resolve(tasks) },
     ...(model ? { model } : { models: parseTeam(team!) }),
@@ -117,8 +123,24 @@ export function attachRequest(values: Record<string, unknown>, scriptArg: string
     ...(network ? { network: network as 'on' | 'none' } : {}),
     ...(runtime ? { runtime: runtime as 'auto' | 'node' | 'python' } : {}),
     inFlight: values['abort-in-flight'] ? 'abort' : 'finish',
+    ...(values.swap === true ? { swap: true } : {}),
+    ...(values['dry-run'] === true ? { dryRun: true } : {}),
     sandbox: values['no-sandbox'] !== true,
   };
+}
+
+/** Every example is `agent.*`: such a script is named after its folder (`examples/calculator/agent.ts` → calculator). */
+export function defaultClientName(script: string): string {
+  const stem = basename(script).replace(/\.[^.]+$/, '');
+  const name = stem === 'agent' && basename(dirname(script)) ? basename(dirname(script)) : stem;
+  return name.replace(/[^A-Za-z0-9._-]/g, '-');
+}
+
+/** Exit 0 when the episode ended, 1 when it was aborted: a script that fails its dry run is not ready. */
+async function dryRun(peer: PeerClient, request: AttachClientRequest, json: boolean): Promise<number> {
+  const result = await peer.request<DryRunResult>('POST', '/clients', request);
+  process.stdout.write(json ? JSON.stringify(result, null, 2) + '\n' : formatDryRun(result));
+  return result.run.status === 'ended' ? 0 : 1;
 }
 
 function parseTeam(text: string): Record<string, string> {

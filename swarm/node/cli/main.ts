@@ -2,9 +2,11 @@
  * The `agentjet` CLI: parses the command line, runs one command, returns the exit code
  * (0 ok, 1 failed, 2 wrong usage).
  */
-import { parseArgs } from 'node:util';
 import { APP_VERSION } from '../version.ts';
 import { UsageError, type Command } from './command.ts';
+import { parseCommandLine } from './command-line.ts';
+import { closestName } from '../../common/closest-name.ts';
+import { describeFailure, formatFailure } from './error-output.ts';
 import { clientKeyCommand } from './client-key-command.ts';
 import { checkpointsCommand } from './checkpoints-command.ts';
 import { episodesCommand } from './episodes-command.ts';
@@ -45,12 +47,17 @@ export async function main(argv: string[]): Promise<number> {
   }
   if (first === 'help') {
     const command = commands.find((c) => c.name === rest[0]);
-    process.stdout.write(command ? command.usage + '\n' : overview());
-    return command || rest.length === 0 ? 0 : 2;
+    if (command) process.stdout.write(command.usage + '\n');
+    else if (rest.length === 0) process.stdout.write(overview());
+    else {
+      process.stderr.write(`agentjet help: unknown command "${rest[0]}"${commandGuess(rest[0])}\n\n${overview()}`);
+      return 2;
+    }
+    return 0;
   }
   const command = commands.find((c) => c.name === first);
   if (!command) {
-    process.stderr.write(`agentjet: unknown command "${first}"\n\n${overview()}`);
+    process.stderr.write(`agentjet: unknown command "${first}"${commandGuess(first)}\n\n${overview()}`);
     return 2;
   }
   if (rest.includes('--help') || rest.includes('-h')) {
@@ -65,23 +72,14 @@ export async function main(argv: string[]): Promise<number> {
       process.stderr.write(`agentjet ${command.name}: ${err.message}\n\nUsage: ${command.usage}\n`);
       return 2;
     }
-    process.stderr.write(`agentjet ${command.name}: ${(err as Error).name}: ${(err as Error).message}\n`);
+    // `--json` asks for machine-readable output: the failure too (the name and message, as one object).
+    process.stderr.write(formatFailure(command.name, describeFailure(err), rest.includes('--json')));
     return 1;
   }
 }
 
-function parseCommandLine(command: Command, args: string[]) {
-  let parsed;
-  try {
-    parsed = parseArgs({ args, options: command.options, strict: true, allowPositionals: true });
-  } catch (err) {
-    // parseArgs explains unknown flags and missing values well; keep its words.
-    throw new UsageError((err as Error).message);
-  }
-  const { min, max, names } = command.positionals ?? { min: 0, max: 0, names: '' };
-  if (parsed.positionals.length < min) throw new UsageError(`missing ${names}`);
-  if (parsed.positionals.length > max) {
-    throw new UsageError(`unexpected argument "${parsed.positionals[max]}"`);
-  }
-  return { values: parsed.values as Record<string, string | boolean | string[] | boolean[] | undefined>, positionals: parsed.positionals };
+/** "; did you mean attach?" for a mistyped command, else "". */
+function commandGuess(typed: string): string {
+  const guess = closestName(typed, commands.map((c) => c.name));
+  return guess ? `; did you mean ${guess}?` : '';
 }

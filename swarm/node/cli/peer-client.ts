@@ -101,8 +101,8 @@ export class PeerClient {
 function requestError(status: number, json: unknown): PeerRequestError {
   const error = (json as { error?: { name: string; message: string } } | null)?.error;
   const name = error?.name ?? 'HttpError';
-  // The peer's error name (ModelNotHostedError, TaskSourceError, …) is what a user searches for: keep it in the line.
-  return new PeerRequestError(status, name, `${name}: ${error?.message ?? `HTTP ${status}`}`);
+  // The peer's error name (ModelNotHostedError, TaskSourceError, …) is kept apart: the CLI prints it on its own line.
+  return new PeerRequestError(status, name, error?.message ?? `HTTP ${status}`);
 }
 
 function safeJson(text: string): unknown {

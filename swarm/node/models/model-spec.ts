@@ -4,6 +4,7 @@
  */
 import { existsSync, statSync } from 'node:fs';
 import { basename, resolve } from 'node:path';
+import { BUILTIN_CONFIGS } from '../../../worker/builtin.ts';
 import type { ModelSource } from '../../../worker/common/engine.ts';
 import { DEFAULT_POOL_LIMIT, ModelSpecError, type HostedModelSpec } from './model-host.ts';
 
@@ -23,6 +24,9 @@ export function parseModelSource(text: string, baseDir = process.cwd()): ModelSo
   if (text.startsWith('builtin:')) {
     const name = text.slice('builtin:'.length);
     if (!name) throw new ModelSpecError('"builtin:" needs a model name, e.g. builtin:tiny');
+    // Checked here, before any engine starts: an unknown name would otherwise fail only once the peer is up.
+    const known = Object.keys(BUILTIN_CONFIGS);
+    if (!known.includes(name)) throw new ModelSpecError(`unknown built-in model "builtin:${name}"; the built-in models are ${known.map((k) => `builtin:${k}`).join(', ')}`);
     return { kind: 'builtin', name };
   }
   const path = resolve(baseDir, text);

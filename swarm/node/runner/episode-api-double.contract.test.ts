@@ -109,7 +109,7 @@ describe('the episode-API double answers like the real episode routes', () => {
     const fromDouble = await conversation(doubleSide);
     expect(fromDouble).toEqual(fromReal);
     // And the contract says something: the answers that matter to the runner are what the docs promise.
-    expect(fromReal['begin']).toEqual({ status: 201, shape: 'apiKey,baseUrl,episodeId,model,policyVersion', retryAfter: false });
+    expect(fromReal['begin']).toEqual({ status: 201, shape: 'apiKey,baseUrl,episodeId,evalEvery,model,policyVersion,step', retryAfter: false });
     expect(fromReal['end again (late)']).toEqual({ status: 409, shape: 'ConflictError', retryAfter: false });
     expect(fromReal['begin while updating']).toEqual({ status: 503, shape: 'ServiceUnavailableError', retryAfter: true });
     expect(fromReal['begin with the pool full']).toEqual({ status: 429, shape: 'PoolFullError', retryAfter: true });

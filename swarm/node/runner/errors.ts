@@ -16,7 +16,26 @@ export class ScriptAttachError extends Error {
   override name = 'ScriptAttachError';
 }
 
-/** A script attached with aliases names a model that no peer hosts (by its name or a host alias). */
+/** A script that does not compile (a Python syntax error); `location` is `file:line` of the first error. */
+export class ScriptSyntaxError extends ScriptAttachError {
+  override name = 'ScriptSyntaxError';
+  constructor(
+    message: string,
+    readonly location: string,
+  ) {
+    super(message);
+  }
+}
+
+/**
+ * Attaching under a name whose attached script came from another folder (or another uploaded file name) without
+ * `swap: true`: probably a second example that would silently replace the first.
+ */
+export class ScriptSwapRefusedError extends Error {
+  override name = 'ScriptSwapRefusedError';
+}
+
+/** A script names a model (or a team role's model) that no peer hosts, by its name or a host alias. */
 export class ModelNotHostedError extends Error {
   override name = 'ModelNotHostedError';
 }

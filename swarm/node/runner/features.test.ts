@@ -56,7 +56,7 @@ describe('hot swap', () => {
     await attachInline(runner, 'swap', 'slow.mjs', "console.log('started'); setTimeout(() => {}, 60_000);", { epochs: undefined, concurrency: 1 });
     // Until the old version's episode has begun and its run is in flight.
     await waitForState(runner, () => runner.get('swap').counts.started === 1);
-    await attachInline(runner, 'swap', 'fast.mjs', REWARD_1, { inFlight: 'abort', concurrency: 1 });
+    await attachInline(runner, 'swap', 'fast.mjs', REWARD_1, { inFlight: 'abort', concurrency: 1, swap: true });
     await runner.settled('swap');
     const [old, ...rest] = runner.runs('swap');
     expect([old.status, old.code]).toEqual(['aborted', 'replaced']);

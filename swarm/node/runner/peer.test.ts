@@ -78,13 +78,13 @@ describe('runner in a real peer', () => {
     ]);
     expect(cli.stderr).toBe('');
     expect(cli.code).toBe(0);
-    const status = await peer.runner.settled('agent');
+    const status = await peer.runner.settled('calculator');
     expect(status.counts).toMatchObject({ ended: 3, aborted: 0 });
-    expect(peer.runner.runs('agent').map((r) => r.kind).sort()).toEqual(['eval', 'train', 'train']);
+    expect(peer.runner.runs('calculator').map((r) => r.kind).sort()).toEqual(['eval', 'train', 'train']);
     const list = await runCli(['clients', 'list', '--json', '--data-dir', peer.paths.dataDir]);
     const clients = (JSON.parse(list.stdout) as { clients: ClientStatus[] }).clients;
-    expect(clients.map((c) => c.name).sort()).toEqual(['agent', 'reverse']);
-    for (const run of peer.runner.runs('agent')) expect([0, 1]).toContain(storedEpisode(run.episodeIds[0])?.reward);
+    expect(clients.map((c) => c.name).sort()).toEqual(['calculator', 'reverse']);
+    for (const run of peer.runner.runs('calculator')) expect([0, 1]).toContain(storedEpisode(run.episodeIds[0])?.reward);
 
     // An alias the host does not serve is the episode's own: a script hard-coding it gets answers from the gateway.
     const script = join(dirname(tasks), 'claude.mjs');

@@ -1,6 +1,6 @@
 /**
  * The runner's control-API routes (all behind the peer's bearer token):
- *   POST   /api/clients                 attach a script (a path on this machine, or uploaded content)
+ *   POST   /api/clients                 attach a script (a path on this machine, or uploaded content); dryRun: one episode
  *   GET    /api/clients                 every attached script with its counts and per-task metrics
  *   GET    /api/clients/:name           one of them
  *   GET    /api/clients/:name/runs      its recent runs (outcome, reason, script hash, captured output)
@@ -12,7 +12,17 @@
 import type { Router } from '../http/router.ts';
 import { HttpError, notFound } from '../http/errors.ts';
 import { readJson, sendJson } from '../http/respond.ts';
-import { ClientNotFoundError, EpisodeApiError, ModelNotHostedError, RewardModuleError, RunnerStoppedError, ScriptAttachError, TaskSourceError } from './errors.ts';
+import {
+  ClientNotFoundError,
+  EpisodeApiError,
+  ModelNotHostedError,
+  RewardModuleError,
+  RunnerStoppedError,
+  ScriptAttachError,
+  ScriptSwapRefusedError,
+  ScriptSyntaxError,
+  TaskSourceError,
+} from './errors.ts';
 import type { ClientRunner } from './runner.ts';
 
 /** Uploaded scripts come inside the JSON body. */
@@ -32,8 +42,9 @@ export interface ClientRouteOptions {
 export function addClientRoutes(router: Router, { runner, mintClientKey, swarmUrl }: ClientRouteOptions): void {
   router.post('/api/clients', async (req, res) => {
     const body = await readJson(req, ATTACH_BODY_LIMIT);
-    const status = await guard(() => runner.attach(body as never));
-    sendJson(res, 201, status);
+    const answer = await guard(() => runner.attachOrDryRun(body as never));
+    // A dry run attached nothing: 200 with its run; an attach created (or swapped) a client: 201.
+    sendJson(res, 'dryRun' in answer ? 200 : 201, answer);
   });
   router.get('/api/clients', (_req, res) => sendJson(res, 200, { clients: runner.list() }));
   router.get('/api/clients/:name', async (_req, res, { params }) => sendJson(res, 200, await guard(() => runner.get(params.name))));
@@ -63,6 +74,8 @@ async function guard<T>(fn: () => T | Promise<T>): Promise<T> {
     if (err instanceof ClientNotFoundError) throw notFound(err.message, 'client_not_found');
     // The peer is stopping: the request was fine, this peer just will not take it any more.
     if (err instanceof RunnerStoppedError) throw new HttpError(503, err.name, err.message, { code: 'runner_stopped' });
+    if (err instanceof ScriptSwapRefusedError) throw new HttpError(409, err.name, err.message, { code: 'swap_refused' });
+    if (err instanceof ScriptSyntaxError) throw new HttpError(400, err.name, err.message, { code: 'script_syntax_error' });
     if (err instanceof EpisodeApiError) throw new HttpError(502, err.name, err.message, { code: 'episode_api_error' });
     if (err instanceof TaskSourceError || err instanceof ScriptAttachError || err instanceof RewardModuleError || err instanceof ModelNotHostedError) {
       throw new HttpError(400, err.name, err.message, { code: 'invalid_request' });

@@ -7,9 +7,10 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import type { AttachClientRequest, RunAbortCode } from '../../common/runner-api.ts';
+import { EpisodeApi } from './episode-api.ts';
 import { useRunnerFixture } from './testing/fixture.ts';
 
-const { setup, attachInline } = useRunnerFixture();
+const { setup, setupWithDouble, attachInline } = useRunnerFixture();
 
 /** Asks the model once (through the episode's key) and reports reward 1 when it answered. */
 const JS_AGENT = `
@@ -166,13 +167,29 @@ describe('failures abort the episode with a code and the reason, and the runner 
     expect(events).toContainEqual({ type: 'client-paused', data: { name: 'flaky', reason: status.reason, breaker: true } });
 
     // A new version gives it another chance.
-    await attachInline(runner, 'flaky', 'ok.mjs', 'console.log(JSON.stringify({ reward: 1 }));', { tasks: { inline: [{ id: 'a' }] } });
+    await attachInline(runner, 'flaky', 'ok.mjs', 'console.log(JSON.stringify({ reward: 1 }));', { tasks: { inline: [{ id: 'a' }] }, swap: true });
     expect((await runner.settled('flaky')).state).toBe('finished');
   });
 
-  it('a model nobody hosts fails the run with begin_failed (the server said 404, not "busy")', async () => {
+  it('a model nobody hosts is refused at attach, naming the hosted ones and the likely one', async () => {
     const { runner } = await setup();
-    await attachInline(runner, 'nowhere', 'ok.mjs', 'console.log(JSON.stringify({ reward: 1 }));', { model: 'no-such-model', maxConsecutiveFailures: 1 });
+    const refused = attachInline(runner, 'nowhere', 'ok.mjs', 'console.log(JSON.stringify({ reward: 1 }));', { model: 'tinyy' });
+    await expect(refused).rejects.toMatchObject({ name: 'ModelNotHostedError', message: expect.stringContaining('"tiny"') });
+    const team = attachInline(runner, 'team', 'ok.mjs', 'console.log(JSON.stringify({ reward: 1 }));', { model: undefined, models: { a: 'tiny', b: 'nobody' } });
+    await expect(team).rejects.toMatchObject({ name: 'ModelNotHostedError' });
+    expect(runner.list()).toEqual([]);
+  });
+
+  it('an unreachable status does not block the attach (back-pressure waits for the server)', async () => {
+    const { runner } = await setup({ api: new EpisodeApi('http://127.0.0.1:1/swarm/v1', () => 'x') });
+    expect((await attachInline(runner, 'later', 'ok.mjs', 'console.log(JSON.stringify({ reward: 1 }));')).name).toBe('later');
+  });
+
+  it('a model gone after the attach fails the run with begin_failed (the server said 404, not "busy")', async () => {
+    const { runner, double } = await setupWithDouble();
+    double.models.push({ name: 'leaving', aliases: [] });
+    await attachInline(runner, 'nowhere', 'ok.mjs', 'console.log(JSON.stringify({ reward: 1 }));', { model: 'leaving', maxConsecutiveFailures: 1 });
+    double.models.pop();
     const status = await runner.settled('nowhere');
     expect(status.state).toBe('broken');
     expect(runner.runs('nowhere').map((r) => [r.status, r.code, r.episodeIds])).toEqual([['aborted', 'begin_failed', []]]);

@@ -9,6 +9,8 @@
  *   attached-client.ts  one attached script: its version (hot swap), queue, runs in flight, counts
  *   environment.ts      a run's work directory and environment
  *   result.ts           what a finished process and its result line mean
+ *   attach-checks.ts    refused at attach: a model nobody hosts, a script from another folder under a taken name
+ *   dry-run.ts          one episode of the first train task, answered with its run and calls, nothing attached
  * Hot swap: attaching under an existing name makes new episodes use the new version; in-flight episodes of the
  * old one finish (or are aborted when asked). Every run records the content hash that ran.
  */
@@ -16,12 +18,13 @@ import { EventEmitter } from 'node:events';
 import { tmpdir } from 'node:os';
 import type { Database } from 'better-sqlite3';
 import {
-  SINGLE_MODEL_ROLE,
   attachClientSchema,
   type AttachClientOptions,
   type AttachClientRequest,
   type ClientRunRecord,
   type ClientStatus,
+  type DryRunCall,
+  type DryRunResult,
   type RunnerEvent,
   type RunnerIsolation,
 } from '../../common/runner-api.ts';
@@ -30,9 +33,11 @@ import { validate } from '../http/respond.ts';
 import { clientRuns, type ClientRunsRepository, type StoredClientRun } from '../store/client-runs.ts';
 import { clientScripts, type AttachmentState, type ClientScriptsRepository } from '../store/client-scripts.ts';
 import { AttachedClient } from './attached-client.ts';
-import { ClientNotFoundError, ModelNotHostedError, RunnerStoppedError } from './errors.ts';
+import { UNKNOWN_ORIGIN, checkModelsHosted, checkSameOrigin } from './attach-checks.ts';
+import { runDryRun, type DryRunVersion } from './dry-run.ts';
+import { ClientNotFoundError, RunnerStoppedError } from './errors.ts';
 import type { EpisodeApi } from './episode-api.ts';
-import { runEpisode } from './episode-run.ts';
+import { runEpisode, type EpisodeRunContext } from './episode-run.ts';
 import { loadRewardModule } from './result.ts';
 import { DEFAULT_MAX_CONCURRENCY, DEFAULT_REFUSED_WAIT_MS, DEFAULT_RETRY_BASE_MS, Scheduler } from './scheduler.ts';
 import { checkSandboxOptions, hostSandbox, type Sandbox } from './sandbox.ts';
@@ -58,6 +63,8 @@ export interface ClientRunnerOptions {
   refusedWaitMs?: number;
   /** How scripts are isolated (default: this machine's best, bubblewrap where it works; see sandbox.ts). */
   sandbox?: Sandbox;
+  /** A dry run's episode calls (from the store's read model); without it a dry run answers no calls. */
+  readCalls?: (episodeId: string) => DryRunCall[];
 }
 
 /** Runs kept in memory per runner for `runs()` when there is no store. */
@@ -72,6 +79,8 @@ export class ClientRunner {
   private readonly scripts: ClientScriptsRepository | undefined;
   private readonly runLog: ClientRunsRepository | undefined;
   private readonly sandbox: Sandbox;
+  private readonly runContext: EpisodeRunContext;
+  private readonly dryRuns = new Set<AbortController>();
   private closed = false;
 
   constructor(private readonly options: ClientRunnerOptions) {
@@ -81,7 +90,7 @@ export class ClientRunner {
     // Said once at start, where whoever runs the peer reads it: a peer without a sandbox must not look like one with.
     if (this.sandbox.isolation.kind === 'none') options.log?.warn('agent scripts are not isolated', { detail: this.sandbox.isolation.detail });
     else options.log?.info('agent scripts run sandboxed', { isolation: this.sandbox.isolation.kind });
-    const context = {
+    const context: EpisodeRunContext = {
       api: options.api,
       dataDir: options.dataDir,
       workRoot: options.workRoot ?? tmpdir(),
@@ -89,6 +98,7 @@ export class ClientRunner {
       log: options.log,
       record: (run: StoredClientRun) => this.record(run),
     };
+    this.runContext = context;
     this.scheduler = new Scheduler({
       maxConcurrency: options.maxConcurrency ?? DEFAULT_MAX_CONCURRENCY,
       retryBaseMs: options.retryBaseMs ?? DEFAULT_RETRY_BASE_MS,
@@ -107,16 +117,31 @@ export class ClientRunner {
 
   /** Attaches a script (or a new version of an attached one: hot swap). Validates everything before changing anything. */
   async attach(request: AttachClientRequest | AttachClientOptions): Promise<ClientStatus> {
+    return (await this.attachOrDryRun(request, { checkModels: true })) as ClientStatus;
+  }
+
+  /**
+   * Like attach, and a request with `dryRun: true` runs one episode instead (answering a DryRunResult). Restores
+   * skip the model check: what was accepted before stays attached while its model is away (back-pressure waits).
+   */
+  async attachOrDryRun(
+    request: AttachClientRequest | AttachClientOptions,
+    { checkModels = true, origin }: { checkModels?: boolean; origin?: string } = {},
+  ): Promise<ClientStatus | DryRunResult> {
     if (this.closed) throw new RunnerStoppedError();
     const options = validate(attachClientSchema, request);
     checkSandboxOptions(this.sandbox, options);
-    const script = snapshotScript(this.options.scriptsDir, options.name, options.script, options.runtime);
+    const existing = this.clients.get(options.name);
+    // A dry run is snapshotted apart from the attached versions: it changes nothing of the client of that name.
+    const snapshot = snapshotScript(this.options.scriptsDir, options.dryRun ? `${options.name}.dry-run` : options.name, options.script, options.runtime);
+    const script = origin ? { ...snapshot, origin } : snapshot;
+    if (existing && !options.dryRun && !options.swap) checkSameOrigin(options.name, existing.script.origin, script.origin);
     const pass = await openTaskSource(options.tasks);
     const rewardFn = options.rewardModule ? await loadRewardModule(options.rewardModule) : undefined;
-    if (options.aliases.length > 0) await this.checkModelsHosted(options);
+    if (checkModels) await checkModelsHosted(this.options.api, options, this.options.log);
     if (this.closed) throw new RunnerStoppedError();
+    if (options.dryRun) return this.dryRun({ options, script, rewardFn, pass });
 
-    const existing = this.clients.get(options.name);
     const client = existing ?? new AttachedClient(options.name);
     // Versions continue across detach and restart: (name, version) stays unique in the store.
     const previousVersion = existing ? client.version : this.storedVersion(options.name);
@@ -128,7 +153,7 @@ export class ClientRunner {
     }
     if (this.scripts?.open) {
       // Uploaded content lives in the snapshot; the options keep only where it came from.
-      const stored = { ...options, script: { path: script.file } };
+      const stored = { ...options, script: { path: script.file }, origin: script.origin };
       this.scripts.insertVersion({ name: options.name, version: client.version, hash: script.hash, file: script.file, origin: script.origin, options: stored, attachedAt: new Date().toISOString() });
     }
     this.persist(client);
@@ -138,18 +163,14 @@ export class ClientRunner {
     return client.status();
   }
 
-  /**
-   * Aliases are extra names of the model for the script's episodes only (sent with each episode it begins), so
-   * the host need not serve them. A script that hard-codes a name still depends on the model being hosted
-   * somewhere: the runner asks the swarm (over the swarm protocol) so that fails at attach, not per episode.
-   */
-  private async checkModelsHosted(options: AttachClientOptions) {
-    const { models } = await this.options.api.status(options.name);
-    for (const model of Object.values(options.models ?? { [SINGLE_MODEL_ROLE]: options.model! })) {
-      if (models.some((m) => m.name === model || m.aliases.includes(model))) continue;
-      const served = models.flatMap((m) => [m.name, ...m.aliases]);
-      const aliases = options.aliases.map((a) => `"${a}"`).join(', ');
-      throw new ModelNotHostedError(`no peer hosts the model "${model}", so the aliases ${aliases} have nothing to name; the swarm serves: ${served.join(', ') || 'no models'}`);
+  /** One episode of the first train task, outside the scheduler and the attachments (see dry-run.ts). */
+  private async dryRun(version: DryRunVersion): Promise<DryRunResult> {
+    const controller = new AbortController();
+    this.dryRuns.add(controller);
+    try {
+      return await runDryRun(this.runContext, version, controller.signal, this.options.readCalls);
+    } finally {
+      this.dryRuns.delete(controller);
     }
   }
 
@@ -165,7 +186,9 @@ export class ClientRunner {
       if (this.closed) break;
       try {
         // The stored options are validated again by attach, like any request.
-        await this.attach({ ...(row.options as AttachClientRequest), script: { path: row.file } });
+        // The origin kept beside the options (not part of the request schema) keeps the swap check true after a restart.
+        const { origin, ...options } = row.options as AttachClientRequest & { origin?: string };
+        await this.attachOrDryRun({ ...options, script: { path: row.file }, dryRun: false }, { checkModels: false, origin: origin ?? UNKNOWN_ORIGIN });
         if (row.state !== 'running') this.pause(row.name, row.reason ?? 'paused before the peer restarted');
         restored.push(row.name);
       } catch (err) {
@@ -182,7 +205,7 @@ export class ClientRunner {
   private persist(client: AttachedClient, state: AttachmentState = client.state) {
     client.persisted = `${state}|${client.reason}`;
     if (!this.scripts?.open) return;
-    const options = { ...client.options, script: { path: client.script.file } };
+    const options = { ...client.options, script: { path: client.script.file }, origin: client.script.origin };
     this.scripts.saveAttachment({ name: client.name, version: client.version, file: client.script.file, options, state, reason: client.reason, updatedAt: new Date().toISOString() });
   }
 
@@ -266,6 +289,7 @@ export class ClientRunner {
     if (this.closed) return;
     this.closed = true;
     this.scheduler.close();
+    for (const dry of this.dryRuns) dry.abort({ code: 'runner_stopped', reason: 'the peer is stopping' });
     const runs = this.scheduler.inFlight();
     for (const run of runs) run.controller.abort({ code: 'runner_stopped', reason: 'the peer is stopping' });
     await Promise.all(runs.map((r) => r.done));
@@ -273,7 +297,7 @@ export class ClientRunner {
 
   private require(name: string): AttachedClient {
     const client = this.clients.get(name);
-    if (!client) throw new ClientNotFoundError(`no attached script named "${name}"; see agentjet clients list`);
+    if (!client) throw new ClientNotFoundError(`no attached client named "${name}"; \`agentjet clients list\` lists them`);
     return client;
   }
 

@@ -14,6 +14,7 @@ import { transformSync } from 'esbuild';
 import type { ScriptRuntime } from '../../common/runner-api.ts';
 import { SCRIPT_EXTENSIONS, TYPESCRIPT_SCRIPT_EXTENSIONS, runtimeForExtension } from '../../common/script-extensions.ts';
 import { ScriptAttachError } from './errors.ts';
+import { checkPythonSyntax } from './python-check.ts';
 
 export interface ScriptVersion {
   name: string;
@@ -87,6 +88,7 @@ export function snapshotScript(
     writeFileSync(join(dir, 'package.json'), JSON.stringify({ type: moduleType }) + '\n');
   }
   const compiled = isTypeScript(file) ? transpile(file, content) : undefined;
+  if (resolvedRuntime === 'python') checkPythonSyntax(pythonExecutable(), file, filename);
   return { name, hash, file, runtime: resolvedRuntime, origin, compiled };
 }
 

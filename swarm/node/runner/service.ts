@@ -7,6 +7,7 @@ import { mkdirSync } from 'node:fs';
 import { ControlRouter } from '../control/routes.ts';
 import { mintClientKey } from '../episodes/keys.ts';
 import { clientKeyGeneration } from '../store/client-keys.ts';
+import { getCalls } from '../store/episode-reads.ts';
 import type { PeerContext, ServiceHandle } from '../services.ts';
 import { EpisodeApi } from './episode-api.ts';
 import { addClientRoutes } from './routes.ts';
@@ -29,6 +30,8 @@ export function startClientRunner(ctx: PeerContext): ClientRunnerService {
     db: ctx.db,
     log: ctx.log,
     broadcast: (event) => ctx.publish(event),
+    // A dry run's transcript: what the agent sent and what the model answered, as the store recorded it.
+    readCalls: (episodeId) => getCalls(ctx.db, episodeId).map((c) => ({ messages: c.messages, assistantMessage: c.assistantMessage, finishReason: c.finishReason })),
   });
   const routes = new ControlRouter(ctx.controlToken);
   addClientRoutes(routes, { runner, mintClientKey: keyOf, swarmUrl });

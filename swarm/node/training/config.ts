@@ -6,6 +6,7 @@
  */
 import { z } from 'zod';
 import type { LoraConfig, ModelSource, TrainOptions } from '../../../worker/common/engine.ts';
+import { closestName } from '../../common/closest-name.ts';
 import { TrainingConfigError } from './errors.ts';
 
 export interface TrainingConfig {
@@ -201,7 +202,7 @@ function describeIssue(issue: Issue, field: string): { reason: string; allowed?:
     case 'unrecognized_keys': {
       const parent = field.split('.').slice(0, -1);
       const known = knownKeys(parent);
-      const guess = closest(issue.keys[0], [...known, ...Object.keys(trainOptionsSchema.shape)]);
+      const guess = closestName(issue.keys[0], [...known, ...Object.keys(trainOptionsSchema.shape)]) ?? null;
       const hint = guess && !known.includes(guess) ? ` (did you mean ${[...parent, 'train', guess].join('.')}?)` : guess ? ` (did you mean ${[...parent, guess].join('.')}?)` : '';
       const allowed = known.join(', ');
       return { reason: `unknown key${hint}; allowed: ${allowed}`, allowed };
@@ -236,32 +237,4 @@ function knownKeys(parent: string[]): string[] {
   if (parent.at(-1) === 'train') return Object.keys(trainOptionsSchema.shape);
   if (parent.at(-1) === 'lora') return Object.keys(loraSchema.shape);
   return Object.keys(trainingConfigSchema.shape);
-}
-
-/** The candidate within edit distance 3 of `key` (case-insensitive), if one is clearly closest. */
-function closest(key: string, candidates: readonly string[]): string | null {
-  let best: string | null = null;
-  let bestDistance = 4;
-  for (const candidate of candidates) {
-    const d = editDistance(key.toLowerCase(), candidate.toLowerCase());
-    if (d < bestDistance) {
-      best = candidate;
-      bestDistance = d;
-    }
-  }
-  return best;
-}
-
-function editDistance(a: string, b: string): number {
-  const row = Array.from({ length: b.length + 1 }, (_, i) => i);
-  for (let i = 1; i <= a.length; i++) {
-    let diagonal = row[0];
-    row[0] = i;
-    for (let j = 1; j <= b.length; j++) {
-      const above = row[j];
-      row[j] = Math.min(row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] === b[j - 1] ? 0 : 1));
-      diagonal = above;
-    }
-  }
-  return row[b.length];
 }

@@ -157,7 +157,7 @@ export class EpisodeApiDouble {
       teamId: parsed.data.teamId,
       state: 'active',
     });
-    send(res, 201, { episodeId: id, baseUrl: `${this.url}/v1`, apiKey: `aj-ep-${id}.${randomBytes(8).toString('hex')}`, model: hosted.name, policyVersion: 0 });
+    send(res, 201, { episodeId: id, baseUrl: `${this.url}/v1`, apiKey: `aj-ep-${id}.${randomBytes(8).toString('hex')}`, model: hosted.name, policyVersion: 0, step: 0, evalEvery: 0 });
     answered(201);
   }
 }
