@@ -18,11 +18,12 @@ import { describeError } from '../../api/errors.ts';
 import { apiRequest, pageClient } from '../../api/page-client.ts';
 import { useLiveRefresh } from '../use-live-refresh.ts';
 import { formatEpisodeTime } from '../episodes/format.ts';
-import { loadRunCurves } from '../../store/runs/loaders.ts';
+import { loadRunCurves, loadRunTasks } from '../../store/runs/loaders.ts';
 import { runPath } from '../../store/runs/route.ts';
 import { compareColour } from '../charts/RunChart.tsx';
 import { buildPanels } from '../runs/panels.ts';
 import { RunCharts } from '../runs/RunCharts.tsx';
+import { TasksTable } from '../runs/RunTables.tsx';
 import { NoStepsYet, RunWarnings } from '../runs/RunPage.tsx';
 import { useRunPanels } from '../runs/use-run-panels.ts';
 import '../episodes/data-views.css';
@@ -53,7 +54,10 @@ export function ModelsDataView() {
     const request = apiRequest();
     void loadTraining(appStore, request, name);
     void loadSteps(appStore, request, name);
-    if (runId) void loadRunCurves(appStore, request, runId);
+    if (runId) {
+      void loadRunCurves(appStore, request, runId);
+      void loadRunTasks(appStore, request, runId);
+    }
   };
   useLiveRefresh(refresh, change, { enabled: name !== null, fallbackMs: FALLBACK_POLL_MS });
 
@@ -71,6 +75,7 @@ export function ModelsDataView() {
       <ModelTabs models={models} selected={name} />
       {selected && <TrainingPanel model={selected} />}
       {selected && (runId ? <RunCurves runId={runId} /> : <ModelCurves name={selected.name} />)}
+      {selected && runId && <RunTasks runId={runId} />}
       {selected && <Checkpoints name={selected.name} />}
     </div>
   );
@@ -203,6 +208,16 @@ function RunCurves({ runId }: { runId: string }) {
   return (
     <Panel title="Training curves" aside={<span className="count">{formatCount(steps)} steps</span>} testId="training-charts">
       {loaded && steps === 0 ? <NoStepsYet /> : <RunCharts panels={panels} version={version} syncKey={`model-run:${runId}`} />}
+    </Panel>
+  );
+}
+
+/** Per task over the current run, train and held-out apart (the run page shows the same table). */
+function RunTasks({ runId }: { runId: string }) {
+  const tasks = useAppStore((s) => s.runs.byId[runId]?.tasks ?? null);
+  return (
+    <Panel title="Tasks of this run" aside={<span className="count">{tasks?.length ?? '…'}</span>} testId="model-run-tasks">
+      <TasksTable tasks={tasks} />
     </Panel>
   );
 }
