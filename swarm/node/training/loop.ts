@@ -35,6 +35,7 @@ import { parseTrainingOverrides, resolveTrainingConfig, type TrainingConfig } fr
 import { EpisodeSamplesError, TrainingConfigError, TrainingStateError } from './errors.ts';
 import { configChanges, configHash, describeChanges } from './run-config.ts';
 import { openRun } from './run-lifecycle.ts';
+import { DiscardedGroups } from './discarded-groups.ts';
 import type { TrainingStore } from './store-port.ts';
 
 /**
@@ -109,9 +110,8 @@ export class TrainingLoop {
   private readonly config: TrainingConfig;
   private run: TrainingRunRow | null = null;
   private warnings: RunWarning[] = [];
-  /** Groups left out as uniform since the last step, and per recent step: [discarded, used]. */
-  private readonly discardedGroups = new Set<string>();
-  private readonly recentGroups: Array<[number, number]> = [];
+  /** Groups left out as uniform: the step's count and the run's warning. */
+  private readonly discarded = new DiscardedGroups();
   /** When the rollout phase of the next step began (the previous step's end, or the start). */
   private rolloutSince = performance.now();
 
@@ -251,33 +251,15 @@ export class TrainingLoop {
 
   /** Counts groups left out as uniform (the discarded-share metric and warning), then records the mark. */
   private onMark(mark: EpisodeMark): void {
-    if (mark.disposition === 'excluded-uniform-reward') {
-      const fresh = !this.discardedGroups.has(mark.groupId);
-      this.discardedGroups.add(mark.groupId);
-      if (fresh) this.updateWarnings();
-    }
+    if (mark.disposition === 'excluded-uniform-reward' && this.discarded.add(mark.groupId)) this.updateWarnings();
     this.record([mark]);
   }
 
   /** Recomputes the run's warnings; writes and announces them when they changed. */
   private updateWarnings(): void {
     const warnings: RunWarning[] = [];
-    let discarded = this.discardedGroups.size;
-    let used = 0;
-    for (const [d, u] of this.recentGroups) {
-      discarded += d;
-      used += u;
-    }
-    const total = discarded + used;
-    if (total >= MIN_GROUPS_FOR_WARNING && discarded / total >= DISCARDED_WARNING_SHARE) {
-      warnings.push({
-        code: 'mostly_discarded',
-        message:
-          `${discarded} of the last ${total} groups (${Math.round((100 * discarded) / total)}%) were left out: every episode of each got the same reward, ` +
-          'so the group has no advantage to learn from. The tasks are too easy or too hard for the model as it is, or the reward is constant: ' +
-          'mix in tasks of other difficulty, raise groupSize, sample at a higher temperature, or check the grader.',
-      });
-    }
+    const discarded = this.discarded.warning();
+    if (discarded) warnings.push(discarded);
     if (this.lastCheckpointError) {
       warnings.push({ code: 'checkpoint_failing', message: `checkpoints fail (${this.lastCheckpointError.code ?? this.lastCheckpointError.name}): the steps since the last one would be lost in a crash` });
     }
@@ -419,7 +401,7 @@ export class TrainingLoop {
       const rewards = trainBatch.advantages.map((a) => a.reward);
       const rewardMean = mean(rewards);
       const lags = batch.flatMap((g) => g.episodes.map((e) => Math.max(0, model.policyVersion - e.policyVersion)));
-      const discardedGroups = this.discardedGroups.size;
+      const discardedGroups = this.discarded.count;
       const summary: TrainStepSummary = {
         model: model.name,
         step,
@@ -455,9 +437,7 @@ export class TrainingLoop {
       recorded = true;
       model.setPolicy(metrics.policyVersion, step);
       this.uncheckpointed = summary.checkpoint === null ? summary : null;
-      this.recentGroups.push([discardedGroups, batch.length]);
-      if (this.recentGroups.length > WARNING_WINDOW_STEPS) this.recentGroups.shift();
-      this.discardedGroups.clear();
+      this.discarded.stepDone(batch.length);
       this.updateWarnings();
       if (last) this.setStatus('finished');
       this.options.publish({ type: 'train-step', data: summary });
@@ -555,11 +535,6 @@ export class TrainingLoop {
 const ENDING_EVENTS: Partial<Record<TrainingStatus, RunEventKind>> = { stopped: 'stop', finished: 'finish', failed: 'fail' };
 /** Settings a live change may not touch: stored episodes were merged in mergeMode, the engine started with lora and seed. */
 const FIXED_KEYS = ['mergeMode', 'lora', 'seed'] as const;
-/** The discarded-share warning looks at the groups of this many recent steps (and those since the last one)… */
-const WARNING_WINDOW_STEPS = 5;
-/** …once there are enough of them for a share to mean something, and warns when at least this share was left out. */
-const MIN_GROUPS_FOR_WARNING = 8;
-const DISCARDED_WARNING_SHARE = 0.5;
 
 type LoadedEpisode = EpisodeForTraining & { naiveTokens: number; success: boolean | null };
 
