@@ -153,16 +153,3 @@ export const compareQuerySchema = z
   .string()
   .transform((raw) => raw.split(',').filter((id) => id !== ''))
   .pipe(z.array(runIdSchema).min(2, 'compare at least 2 runs').max(MAX_COMPARED_RUNS, `compare at most ${MAX_COMPARED_RUNS} runs`));
-
-/** Episode export filters (`GET /api/runs/:id/episodes.jsonl`, `agentjet runs export RUN --episodes`). */
-export const episodeExportFilterSchema = z
-  .object({
-    step: z.coerce.number().int().nonnegative().optional(),
-    policyVersion: z.coerce.number().int().nonnegative().optional(),
-    client: z.string().min(1).max(256).optional(),
-    state: z.enum(['active', 'ended', 'aborted', 'trained', 'discarded']).optional(),
-    kind: z.enum(['train', 'eval']).optional(),
-  })
-  .strict();
-export type EpisodeExportFilter = z.infer<typeof episodeExportFilterSchema>;
-
