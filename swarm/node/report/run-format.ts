@@ -3,7 +3,7 @@
  * start point, and the resolved configuration as dot paths with the keys changed from the defaults marked.
  */
 import type { RunDetail, RunEvalPoint, RunStart, RunSummary } from '../../common/runs-api.ts';
-import { flattenConfig } from '../training/run-config.ts';
+import { flattenConfig } from '../../common/config-paths.ts';
 
 export const NONE = '-';
 
@@ -50,7 +50,7 @@ export interface ConfigRow {
 /** The full resolved configuration as dot paths, sorted, each marked when it differs from the model's defaults. */
 export function configRows(detail: Pick<RunDetail, 'config' | 'changedFromDefaults'>): ConfigRow[] {
   const changed = new Set(detail.changedFromDefaults);
-  return Object.entries(flattenConfig(detail.config))
+  return [...flattenConfig(detail.config)]
     .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
     .map(([key, value]) => ({ key, value: valueText(value), changed: changed.has(key) }));
 }

@@ -3,7 +3,7 @@
  * the control API's own shapes instead).
  */
 import type { RunComparison, RunDetail, RunEvalPoint, RunSummary, RunTaskRow } from '../../common/runs-api.ts';
-import { flattenConfig } from '../training/run-config.ts';
+import { flattenConfig } from '../../common/config-paths.ts';
 import { configRows, evalText, NONE, num3, pct, runDuration, startText, textTable, valueText } from './run-format.ts';
 
 /** Where a value in a column of runs differs from the others, or was changed from the defaults. */
@@ -83,7 +83,7 @@ export function runCompareText(comparison: RunComparison): string {
   const { runs, differingKeys } = comparison;
   const differing = new Set(differingKeys);
   const flats = runs.map((r) => flattenConfig(r.config));
-  const keys = [...new Set(flats.flatMap((f) => Object.keys(f)))].sort((a, b) => {
+  const keys = [...new Set(flats.flatMap((f) => [...f.keys()]))].sort((a, b) => {
     const da = differing.has(a) ? 0 : 1;
     const db = differing.has(b) ? 0 : 1;
     return da - db || (a < b ? -1 : a > b ? 1 : 0);
@@ -91,7 +91,7 @@ export function runCompareText(comparison: RunComparison): string {
   const ids = runs.map((r) => r.id);
   const config = textTable(
     ['', 'key', ...ids],
-    keys.map((k) => [differing.has(k) ? CHANGED_MARK : '', k, ...flats.map((f) => valueText(f[k]))]),
+    keys.map((k) => [differing.has(k) ? CHANGED_MARK : '', k, ...flats.map((f) => valueText(f.get(k)))]),
   );
   const results = textTable(
     ['run', 'name', 'status', 'steps', 'best reward', 'last reward', 'last eval'],

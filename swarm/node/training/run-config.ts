@@ -1,21 +1,9 @@
 /**
- * A run's configuration as data: flattened to dot paths (`train.learningRate`), hashed (equal hashes, equal
- * configurations: a restart with the same hash continues the run), and compared key by key.
+ * A run's configuration as data: hashed (equal hashes, equal configurations: a restart with the same hash
+ * continues the run) and compared key by key over its dot paths (swarm/common/config-paths.ts).
  */
 import { createHash } from 'node:crypto';
-
-export type FlatConfig = Record<string, unknown>;
-
-/** `{train: {learningRate: 1}}` → `{"train.learningRate": 1}`; arrays and null are leaves. */
-export function flattenConfig(value: Record<string, unknown>, prefix = ''): FlatConfig {
-  const flat: FlatConfig = {};
-  for (const [key, child] of Object.entries(value)) {
-    const path = prefix ? `${prefix}.${key}` : key;
-    if (child !== null && typeof child === 'object' && !Array.isArray(child)) Object.assign(flat, flattenConfig(child as Record<string, unknown>, path));
-    else flat[path] = child;
-  }
-  return flat;
-}
+import { flattenConfig } from '../../common/config-paths.ts';
 
 /** Keys sorted at every level, so that equal configurations give equal text whatever order they were written in. */
 function canonicalJson(value: unknown): string {
@@ -44,15 +32,15 @@ export interface ConfigChange {
 export function configChanges(before: Record<string, unknown>, after: Record<string, unknown>): ConfigChange[] {
   const a = flattenConfig(before);
   const b = flattenConfig(after);
-  const keys = [...new Set([...Object.keys(a), ...Object.keys(b)])].sort();
-  return keys.filter((key) => canonicalJson(a[key]) !== canonicalJson(b[key])).map((key) => ({ key, from: a[key], to: b[key] }));
+  const keys = [...new Set([...a.keys(), ...b.keys()])].sort();
+  return keys.filter((key) => canonicalJson(a.get(key)) !== canonicalJson(b.get(key))).map((key) => ({ key, from: a.get(key), to: b.get(key) }));
 }
 
 /** The keys whose values are not the same in every one of the configurations, sorted. */
 export function differingKeys(configs: readonly Record<string, unknown>[]): string[] {
   const flats = configs.map((c) => flattenConfig(c));
-  const keys = [...new Set(flats.flatMap((f) => Object.keys(f)))].sort();
-  return keys.filter((key) => new Set(flats.map((f) => canonicalJson(f[key]))).size > 1);
+  const keys = [...new Set(flats.flatMap((f) => [...f.keys()]))].sort();
+  return keys.filter((key) => new Set(flats.map((f) => canonicalJson(f.get(key)))).size > 1);
 }
 
 /** "train.learningRate 0.00001 → 0.0003, groupSize 4 → 8" (at most `max` changes, then "+N more"). */

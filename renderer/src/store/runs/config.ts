@@ -1,4 +1,5 @@
 /** A run's resolved configuration as a flat table: nested objects become dot paths (`train.learningRate`). */
+import { flattenConfig } from '../../../../swarm/common/config-paths.ts';
 
 /** Significant digits a config number is shown with: more than any setting means, fewer than float noise. */
 const DISPLAY_DIGITS = 12;
@@ -11,21 +12,6 @@ export interface ConfigRow {
   highlighted: boolean;
 }
 
-/** Every leaf of `config` under its dot path. Arrays and empty objects are leaves: a diff compares them whole. */
-export function flattenConfig(config: Record<string, unknown>, prefix = ''): Map<string, unknown> {
-  const flat = new Map<string, unknown>();
-  for (const [name, value] of Object.entries(config)) {
-    const key = prefix ? `${prefix}.${name}` : name;
-    if (isPlainObject(value) && Object.keys(value).length > 0)
-      for (const [inner, leaf] of flattenConfig(value, key)) flat.set(inner, leaf);
-    else flat.set(key, value);
-  }
-  return flat;
-}
-
-function isPlainObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
 
 export function formatConfigValue(value: unknown): string {
   if (value === undefined) return '—';
