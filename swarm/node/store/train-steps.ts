@@ -7,6 +7,7 @@
  * policy version (policy_restores), so no version number ever names two different sets of weights.
  */
 import type { Database } from 'better-sqlite3';
+import type { TrainStepSummary } from '../../common/api.ts';
 import { addStepToRunTotals, refreshRunTotals } from './run-totals.ts';
 import { statement } from './statements.ts';
 
@@ -44,7 +45,7 @@ export function insertTrainStep(db: Database, step: TrainStep): void {
   if (result.changes === 0) throw new TrainStepExistsError(step.model, step.step);
 }
 
-interface TrainStepRow {
+export interface TrainStepRow {
   model: string;
   step: number;
   policy_version: number;
@@ -54,7 +55,7 @@ interface TrainStepRow {
   run_id: string | null;
 }
 
-function trainStepFromRow(row: TrainStepRow): TrainStep {
+export function trainStepFromRow(row: TrainStepRow): TrainStep {
   return {
     model: row.model,
     step: row.step,
@@ -64,6 +65,12 @@ function trainStepFromRow(row: TrainStepRow): TrainStep {
     revertedAt: row.reverted_at,
     runId: row.run_id,
   };
+}
+
+/** A stored step as the API answers it (TrainStepSummary): what the loop recorded in its metrics, and the row's columns. */
+export function stepSummary(step: TrainStep): TrainStepSummary {
+  const rest = step.metrics as Omit<TrainStepSummary, 'model' | 'step' | 'policyVersion' | 'time'>;
+  return { ...rest, model: step.model, step: step.step, policyVersion: step.policyVersion, time: step.createdAt, revertedAt: step.revertedAt, runId: step.runId ?? null };
 }
 
 /** The model's steps after `afterStep` (all when omitted), oldest first, at most `limit` (default 1000). */

@@ -6,7 +6,7 @@
  * (a model trains one run at a time, and every episode is created under the run then training).
  */
 import type { Database } from 'better-sqlite3';
-import type { RunStep, TrainStepSummary } from '../../common/api.ts';
+import type { RunStep } from '../../common/api.ts';
 import type {
   RunCheckpoint,
   RunEvalPoint,
@@ -19,6 +19,7 @@ import type {
   RunWarning,
 } from '../../common/runs-api.ts';
 import { statement } from './statements.ts';
+import { stepSummary, trainStepFromRow, type TrainStepRow } from './train-steps.ts';
 
 export interface TrainingRunRow {
   id: string;
@@ -244,16 +245,6 @@ export function runWindow(db: Database, run: TrainingRunRow): { from: string; be
 /** An upper bound for an open window: later than any ISO time the store holds. */
 export const OPEN_END = '9999';
 
-interface StepSqlRow {
-  model: string;
-  step: number;
-  policy_version: number;
-  metrics: string;
-  created_at: string;
-  reverted_at: string | null;
-  run_id: string;
-}
-
 /** The run's steps after run step `afterRunStep` (all when omitted), oldest first, at most `limit`. */
 export function listRunSteps(
   db: Database,
@@ -263,23 +254,12 @@ export function listRunSteps(
   const rows = statement(
     db,
     'SELECT * FROM train_steps WHERE run_id = ? AND step > ? ORDER BY step LIMIT ?',
-  ).all(run.id, run.stepOffset + (options.afterRunStep ?? -1), options.limit) as StepSqlRow[];
-  return rows.map((row) => {
-    const rest = JSON.parse(row.metrics) as Omit<
-      TrainStepSummary,
-      'model' | 'step' | 'policyVersion' | 'time'
-    >;
-    return {
-      ...rest,
-      model: row.model,
-      step: row.step,
-      policyVersion: row.policy_version,
-      time: row.created_at,
-      revertedAt: row.reverted_at,
-      runId: row.run_id,
-      runStep: row.step - run.stepOffset,
-    };
-  });
+  ).all(run.id, run.stepOffset + (options.afterRunStep ?? -1), options.limit) as TrainStepRow[];
+  return rows.map((row) => ({
+    ...stepSummary(trainStepFromRow(row)),
+    runId: run.id,
+    runStep: row.step - run.stepOffset,
+  }));
 }
 
 /** Every step of the run, streamed oldest first in pages (for CSV/JSONL exports of runs of any length). */

@@ -6,7 +6,6 @@
  * Eval and aborted episodes keep their state: they were never candidates.
  */
 import type { Database } from 'better-sqlite3';
-import type { TrainStepSummary } from '../../common/api.ts';
 import { toMergeCalls } from '../../common/timeline/call.ts';
 import { getCalls } from '../store/episode-reads.ts';
 import { updateEpisodeState } from '../store/episodes.ts';
@@ -21,7 +20,7 @@ import {
   maxPolicyVersion,
   recordTrainStep,
   revertTrainSteps,
-  type TrainStep,
+  stepSummary,
 } from '../store/train-steps.ts';
 import {
   discardEpisodesBefore,
@@ -80,7 +79,7 @@ export function sqliteTrainingStore(db: Database): TrainingStore {
       return pendingTrainEpisodes(db, model);
     },
     listSteps(model, options) {
-      return listTrainSteps(db, model, options).map(summaryFromRow);
+      return listTrainSteps(db, model, options).map(stepSummary);
     },
     episodeCalls(episodeId) {
       return toMergeCalls(getCalls(db, episodeId));
@@ -98,9 +97,4 @@ export function sqliteTrainingStore(db: Database): TrainingStore {
       })();
     },
   };
-}
-
-function summaryFromRow(row: TrainStep): TrainStepSummary {
-  const rest = row.metrics as Omit<TrainStepSummary, 'model' | 'step' | 'policyVersion' | 'time'>;
-  return { ...rest, model: row.model, step: row.step, policyVersion: row.policyVersion, time: row.createdAt, revertedAt: row.revertedAt, runId: row.runId ?? null };
 }
