@@ -168,7 +168,7 @@ export class PeerRuntime {
         startEngine: options.startEngine,
         mergeModeOf: (model) => trainingConfigOf(model).mergeMode,
         // Read at each episode start, so a live change of the setting reaches the runners.
-        evalEveryOf: (model) => this.training?.loops.get(model)?.state().config.evalEvery ?? trainingConfigOf(model).evalEvery,
+        evalEveryOf: (model) => this.training?.loops.get(model)?.settings.evalEvery ?? trainingConfigOf(model).evalEvery,
       }),
     );
     const uiRoutes = new ControlRouter(this.token);

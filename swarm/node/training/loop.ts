@@ -196,6 +196,11 @@ export class TrainingLoop {
     };
   }
 
+  /** The settings in force (a live change replaces them between steps). */
+  get settings(): Readonly<TrainingConfig> {
+    return this.config;
+  }
+
   /** The run this loop trains, null before its first start. */
   currentRun(): TrainingRunRow | null {
     return this.run;

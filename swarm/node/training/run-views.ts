@@ -69,23 +69,24 @@ export function runDetail(db: Database, run: TrainingRunRow): RunDetail {
   const defaults = defaultTrainingConfig(sourceOf(run), run.config.lora != null);
   const changed = Object.keys(run.config).length === 0 ? [] : configChanges(defaults as unknown as Record<string, unknown>, run.config).map((c) => c.key);
   const checkpoints = runCheckpoints(db, run);
+  const scripts = runScripts(db, run);
   return {
     ...runSummary(db, run),
     config: run.config,
     changedFromDefaults: changed,
-    events: runEvents(db, run, checkpoints),
-    scripts: runScripts(db, run),
+    events: runEvents(db, run, checkpoints, scripts),
+    scripts,
     checkpoints,
     stepOffset: run.stepOffset,
   };
 }
 
 /** Recorded events and the ones the store says, in time order. */
-function runEvents(db: Database, run: TrainingRunRow, checkpoints: RunDetail['checkpoints']): RunEvent[] {
+function runEvents(db: Database, run: TrainingRunRow, checkpoints: RunDetail['checkpoints'], scripts: RunDetail['scripts']): RunEvent[] {
   const events: RunEvent[] = [...listRunEvents(db, run.id)];
   for (const c of checkpoints) events.push({ kind: 'checkpoint', step: c.step, time: c.time, label: `checkpoint of step ${c.step}`, detail: { dir: c.dir, modelStep: c.modelStep } });
   const seen = new Set<string>();
-  for (const script of runScripts(db, run)) {
+  for (const script of scripts) {
     const first = !seen.has(script.client);
     seen.add(script.client);
     if (first) continue;
