@@ -38,19 +38,22 @@ describe('a model that cannot be served', () => {
   });
 });
 
+/** What reading a config file of `text` throws (the test fails when it reads fine). */
+function configFileError(file: string, text: string): ConfigFileError {
+  writeFileSync(file, text);
+  try {
+    readConfigFile(file);
+  } catch (err) {
+    return err as ConfigFileError;
+  }
+  throw new Error('expected a ConfigFileError');
+}
+
 describe('config files', () => {
   it('name the bad key and the reason', () => {
     const dir = tempDir();
     const file = join(dir, 'agentjet.yaml');
-    const errorOf = (text: string) => {
-      writeFileSync(file, text);
-      try {
-        readConfigFile(file);
-      } catch (err) {
-        return err as ConfigFileError;
-      }
-      throw new Error('expected a ConfigFileError');
-    };
+    const errorOf = (text: string) => configFileError(file, text);
     expect(errorOf('models:\n  - source: builtin:tiny\n    poolLimit: many\n')).toMatchObject({ name: 'ConfigFileError', key: 'models.0.poolLimit' });
     expect(errorOf('prot: 1\n')).toMatchObject({ name: 'ConfigFileError', key: 'prot' });
     expect(errorOf('port: [1\n')).toMatchObject({ name: 'ConfigFileError', key: null });
@@ -61,15 +64,7 @@ describe('config files', () => {
   it('take training settings globally and per model, naming a bad key with its path', () => {
     const dir = tempDir();
     const file = join(dir, 'agentjet.yaml');
-    const errorOf = (text: string) => {
-      writeFileSync(file, text);
-      try {
-        readConfigFile(file);
-      } catch (err) {
-        return err as ConfigFileError;
-      }
-      throw new Error('expected a ConfigFileError');
-    };
+    const errorOf = (text: string) => configFileError(file, text);
     expect(errorOf('training:\n  groupSize: 1\n')).toMatchObject({ name: 'ConfigFileError', key: 'training.groupSize' });
     expect(errorOf('training:\n  train: { lr: 1 }\n')).toMatchObject({ name: 'ConfigFileError', key: 'training.train.lr' });
     expect(errorOf('models:\n  - source: builtin:tiny\n    training: { maxSteps: -1 }\n')).toMatchObject({ name: 'ConfigFileError', key: 'models.0.training.maxSteps' });
