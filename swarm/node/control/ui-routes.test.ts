@@ -2,29 +2,17 @@
  * The UI's read routes over real HTTP, beside the episode API they mirror: same page shape for search and list,
  * the merge view's document equal to the export but for the calls' bodies, and the answers to bad requests.
  */
-import type { Server } from 'node:http';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadTokenizer } from '../../../worker/node/load-tokenizer.ts';
 import type { ApiErrorBody, MergeTotals } from '../../common/api.ts';
 import type { EpisodeExport } from '../../common/timeline/export.ts';
-import { addEpisodeControlRoutes } from '../episodes/control-routes.ts';
-import { createHttpServer, listen } from '../http/server.ts';
-import { createLogger } from '../log.ts';
-import { ModelHost } from '../models/model-host.ts';
-import { startWorkerEngine } from '../models/start-engine.ts';
 import type { EpisodePage } from '../store/episode-list.ts';
 import { insertEpisode } from '../store/episodes.ts';
 import { storeEndedEpisode, tempStore } from '../store/testing/episodes.ts';
-import { ControlRouter } from './routes.ts';
-import { addUiRoutes } from './ui-routes.ts';
+import { serveReadRoutes, type ReadRoutesServer } from './testing/read-routes.ts';
 
 const TOKEN = 'test-token';
 const store = tempStore('ui-routes');
-const uiRoot = mkdtempSync(join(tmpdir(), 'agentjet-ui-root-'));
-let server: Server;
+let server: ReadRoutesServer;
 let base: string;
 
 beforeAll(async () => {
@@ -32,23 +20,13 @@ beforeAll(async () => {
   storeEndedEpisode(store.db, 'ep-02', 'tiny', 'spell-1', 'echo');
   storeEndedEpisode(store.db, 'ep-03', 'big', 'arith-9', 'echo');
   insertEpisode(store.db, { id: 'ep-04', model: 'tiny', taskId: 'arith-live', kind: 'train', policyVersion: 1 });
-  // A model host with no models: every export falls back to byte spellings, as for a model no longer hosted.
-  const models = new ModelHost({ startEngine: startWorkerEngine, loadTokenizer });
-  const control = new ControlRouter(TOKEN);
-  addEpisodeControlRoutes(control, store.db, models);
-  addUiRoutes(control, store.db, models);
-  server = createHttpServer({
-    mounts: () => [{ prefix: '/api', router: control, errorShape: 'api' }],
-    uiRoot,
-    log: createLogger({ consoleLevel: 'silent' }),
-  });
-  base = `http://127.0.0.1:${await listen(server, 0, '127.0.0.1')}/api`;
+  server = await serveReadRoutes(store.db, TOKEN);
+  base = server.base;
 });
 
 afterAll(async () => {
-  await new Promise((resolve) => server.close(resolve));
+  await server.close();
   store.close();
-  rmSync(uiRoot, { recursive: true, force: true });
 });
 
 async function get<T>(path: string, token = TOKEN): Promise<{ status: number; body: T }> {

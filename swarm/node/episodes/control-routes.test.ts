@@ -2,32 +2,21 @@
  * The episode list's filters and sort on both list routes, the JSONL export over real HTTP, and hostile query values
  * answered 400 naming the parameter (never 500).
  */
-import { request, type Server } from 'node:http';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { request } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadTokenizer } from '../../../worker/node/load-tokenizer.ts';
 import type { ApiErrorBody } from '../../common/api.ts';
 import { episodeExportSchema, type EpisodeExport } from '../../common/timeline/export.ts';
-import { ControlRouter } from '../control/routes.ts';
-import { addUiRoutes } from '../control/ui-routes.ts';
-import { createHttpServer, listen } from '../http/server.ts';
-import { createLogger } from '../log.ts';
-import { ModelHost } from '../models/model-host.ts';
-import { startWorkerEngine } from '../models/start-engine.ts';
 import type { EpisodePage } from '../store/episode-list.ts';
 import { insertEpisode, updateEpisodeState } from '../store/episodes.ts';
 import { storeEndedEpisode, tempStore } from '../store/testing/episodes.ts';
 import { recordTrainStep } from '../store/train-steps.ts';
-import { addEpisodeControlRoutes } from './control-routes.ts';
+import { serveReadRoutes, type ReadRoutesServer } from '../control/testing/read-routes.ts';
 
 const TOKEN = 'test-token';
 const EPISODES = 1_200;
 const START = Date.UTC(2026, 0, 1);
 const store = tempStore('episode-routes');
-const uiRoot = mkdtempSync(join(tmpdir(), 'agentjet-ui-root-'));
-let server: Server;
+let server: ReadRoutesServer;
 let base: string;
 
 beforeAll(async () => {
@@ -48,22 +37,13 @@ beforeAll(async () => {
   })();
   storeEndedEpisode(store.db, 'ep-full-01', 'tiny', 'full', 'calc');
   recordTrainStep(store.db, { model: 'tiny', step: 1, policyVersion: 1, metrics: {}, createdAt: new Date(START).toISOString() }, ['ep-00002', 'ep-00004']);
-  const models = new ModelHost({ startEngine: startWorkerEngine, loadTokenizer });
-  const control = new ControlRouter(TOKEN);
-  addEpisodeControlRoutes(control, store.db, models);
-  addUiRoutes(control, store.db, models);
-  server = createHttpServer({
-    mounts: () => [{ prefix: '/api', router: control, errorShape: 'api' }],
-    uiRoot,
-    log: createLogger({ consoleLevel: 'silent' }),
-  });
-  base = `http://127.0.0.1:${await listen(server, 0, '127.0.0.1')}/api`;
+  server = await serveReadRoutes(store.db, TOKEN);
+  base = server.base;
 });
 
 afterAll(async () => {
-  await new Promise((resolve) => server.close(resolve));
+  await server.close();
   store.close();
-  rmSync(uiRoot, { recursive: true, force: true });
 });
 
 const auth = { authorization: `Bearer ${TOKEN}` };
