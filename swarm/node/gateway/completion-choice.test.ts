@@ -42,13 +42,27 @@ describe('CompletionChoice', () => {
     const ids = [...tokenizer.encode('Checking.\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Zürich"}}\n</tool_call>'), IM_END_ID];
     const events = feed(c, ids);
     const message = c.message();
-    expect(message.content).toBe('Checking.');
+    expect(message.content).toBe('Checking.\n');
     expect(message.tool_calls?.map((t) => t.function)).toEqual([{ name: 'get_weather', arguments: '{"city":"Zürich"}' }]);
     expect(c.finishReason(result('stop'))).toBe('tool_calls');
     expect(events.filter((e) => e.type === 'tool_call')).toHaveLength(1);
     // Every token is kept for training, the end-of-turn token included; only visible tokens get logprobs.
     expect(c.tokens.map((t) => t.id)).toEqual(ids);
     expect(c.logprobs()!.content).toHaveLength(ids.length - 1);
+  });
+
+  it('streams exactly the recorded message: content as generated, the think block without its framing newlines', () => {
+    const streamed = (events: OutputEvent[], type: 'content' | 'reasoning') =>
+      events.map((e) => (e.type === type ? e.text : '')).join('');
+    const blank = choice();
+    const blankEvents = feed(blank, [...tokenizer.encode('\n \n'), IM_END_ID]);
+    expect(blank.message().content).toBe('\n \n');
+    expect(streamed(blankEvents, 'content')).toBe('\n \n');
+    const thinking = choice();
+    const events = feed(thinking, [...tokenizer.encode('<think>\n plan  it \n</think>\n\nanswer '), IM_END_ID]);
+    expect(thinking.message()).toMatchObject({ content: 'answer ', reasoning_content: 'plan  it' });
+    expect(streamed(events, 'reasoning')).toBe('plan  it');
+    expect(streamed(events, 'content')).toBe('answer ');
   });
 
   it('completes a forced tool-call opening (tool_choice naming a function)', () => {

@@ -46,6 +46,8 @@ export class CompletionChoice {
   private readonly allLogprobs: LogprobEntry[] = [];
   private content = '';
   private reasoning = '';
+  /** The think block's framing newlines are the template's, not the model's thought: trimmed as they stream. */
+  private readonly reasoningDeltas = new TrimmedDeltas();
   /** Generated tokens up to the one that ended the reasoning (Responses' `reasoning_tokens`). */
   private tokensThroughReasoning = 0;
   private readonly toolCalls: ToolCall[] = [];
@@ -103,7 +105,7 @@ export class CompletionChoice {
 
   /** How many generated tokens were reasoning: those up to the one whose text ended the think block. */
   get reasoningTokens(): number {
-    return this.reasoning.trim() === '' ? 0 : this.tokensThroughReasoning;
+    return this.reasoning === '' ? 0 : this.tokensThroughReasoning;
   }
 
   /** The stop string that ended the answer, or null. */
@@ -111,12 +113,15 @@ export class CompletionChoice {
     return this.output.stopString;
   }
 
-  /** The assistant message as the client receives it (and the tracker records it). */
+  /**
+   * The assistant message as the client receives it (and the tracker records it): the text as generated, untrimmed,
+   * so a streaming client's concatenated deltas are the same message a non-streaming client gets.
+   */
   message(): ChatMessage {
-    const content = this.content.trim();
-    const message: ChatMessage = { role: 'assistant', content: content === '' && this.toolCalls.length > 0 ? null : content };
+    const onlyToolCalls = this.toolCalls.length > 0 && this.content.trim() === '';
+    const message: ChatMessage = { role: 'assistant', content: onlyToolCalls ? null : this.content };
     if (this.toolCalls.length > 0) message.tool_calls = this.toolCalls;
-    if (this.reasoning.trim() !== '') message.reasoning_content = this.reasoning.trim();
+    if (this.reasoning !== '') message.reasoning_content = this.reasoning;
     return message;
   }
 
@@ -125,15 +130,22 @@ export class CompletionChoice {
   }
 
   private accept(events: OutputEvent[]): OutputEvent[] {
+    const shown: OutputEvent[] = [];
     for (const event of events) {
-      if (event.type === 'content') this.content += event.text;
-      else if (event.type === 'reasoning') {
-        this.reasoning += event.text;
+      if (event.type === 'content') {
+        this.content += event.text;
+        shown.push(event);
+      } else if (event.type === 'reasoning') {
+        const text = this.reasoningDeltas.next(event.text);
+        this.reasoning += text;
         this.tokensThroughReasoning = this.tokens.length;
+        if (text !== '') shown.push({ type: 'reasoning', text });
+      } else {
+        this.toolCalls.push(event.call);
+        shown.push(event);
       }
-      else this.toolCalls.push(event.call);
     }
-    return events;
+    return shown;
   }
 
   private addLogprob(token: GeneratedToken) {
@@ -148,5 +160,22 @@ export class CompletionChoice {
   private describe(id: number, logprob: number) {
     const token = this.options.tokenizer.decode([id]);
     return { token, logprob, bytes: [...encoder.encode(token)] };
+  }
+}
+
+/**
+ * Deltas whose concatenation is the trimmed whole: leading whitespace is dropped, and trailing whitespace is held
+ * until non-space text follows it (whitespace still held at the end is never sent).
+ */
+class TrimmedDeltas {
+  private started = false;
+  private heldSpace = '';
+
+  next(delta: string): string {
+    const text = this.heldSpace + (this.started ? delta : delta.trimStart());
+    const body = text.trimEnd();
+    this.heldSpace = text.slice(body.length);
+    if (body !== '') this.started = true;
+    return body;
   }
 }

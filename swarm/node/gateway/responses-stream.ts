@@ -102,8 +102,8 @@ export class ResponsesSseWriter {
     this.open = null;
     const where = { item_id: open.id, output_index: open.outputIndex, content_index: 0 };
     if (open.kind === 'message') {
-      // Trimmed, as the answer is recorded: a client that sends the item back sends what the tracker knows.
-      const text = open.text.trim();
+      // As generated, like the recorded answer: a client that sends the item back sends what the tracker knows.
+      const text = open.text;
       const part = { type: 'output_text', text, annotations: [], logprobs: [] };
       this.send('response.output_text.done', { ...where, text, logprobs: [] });
       this.send('response.content_part.done', { ...where, part });
@@ -111,7 +111,7 @@ export class ResponsesSseWriter {
       this.send('response.output_item.done', { output_index: open.outputIndex, item });
       this.items.push(item);
     } else {
-      const part = { type: 'reasoning_text', text: open.text.trim() };
+      const part = { type: 'reasoning_text', text: open.text };
       this.send('response.reasoning_text.done', { ...where, text: part.text });
       this.send('response.content_part.done', { ...where, part });
       const item = { type: 'reasoning', id: open.id, summary: [], content: [part] };
