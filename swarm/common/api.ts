@@ -7,6 +7,7 @@ import type { TrainMetrics } from '../../worker/common/engine.ts';
 import type { RunnerEvent, RunnerIsolation } from './runner-api.ts';
 import type { ModelStatus } from './swarm-api.ts';
 import type { RunSummary } from './runs-api.ts';
+import type { StudySummary } from './research-api.ts';
 
 /** A hosted model's state (the swarm protocol's status carries it too, so it is defined there). */
 export type { ModelStatus } from './swarm-api.ts';
@@ -114,7 +115,9 @@ export type ServerEvent =
   | RunnerEvent
   | { type: 'train-step'; data: TrainStepSummary }
   /** A run was created, or its status, events or warnings changed (runs-api.ts). */
-  | { type: 'run'; data: RunSummary };
+  | { type: 'run'; data: RunSummary }
+  /** A study was created, or its status or runs changed (research-api.ts). */
+  | { type: 'study'; data: StudySummary };
 
 /** One optimizer step of a hosted model's training loop (GET /api/models/:name/steps, `train-step` events). */
 export interface TrainStepSummary {

@@ -17,13 +17,15 @@ import { addUiRoutes } from './control/ui-routes.ts';
 import { createHttpServer, listen } from './http/server.ts';
 import { loadOrCreateIdentity, type NodeIdentity } from './identity.ts';
 import { createLogger, type Logger, type LogLevel } from './log.ts';
-import type { HostedModelSpec } from './models/model-host.ts';
+import { DEFAULT_POOL_LIMIT, type HostedModelSpec } from './models/model-host.ts';
 import { startServing, type Serving, type ServingInit } from './models/serving.ts';
 import type { P2pService } from './p2p/service.ts';
 import type { P2pOptions } from './p2p/settings.ts';
 import { dataPaths, type DataPaths } from './paths.ts';
 import type { ClientRunner } from './runner/runner.ts';
 import { startClientRunner } from './runner/service.ts';
+import { startResearchService, type ResearchService } from './research/service.ts';
+import { RUN_MODEL } from './research/study-run.ts';
 import { NotListeningError, ServiceSet, type PeerContext, type PeerUrls } from './services.ts';
 import { openStore, schemaVersion } from './store/db.ts';
 import { abortOrphanedEpisodes } from './store/episode-recovery.ts';
@@ -81,6 +83,7 @@ export class PeerRuntime {
   training!: TrainingService;
   /** Attached agent scripts (swarm client role), run against episodes of the swarm protocol. */
   runner!: ClientRunner;
+  research!: ResearchService;
   /** Whether this peer is in a swarm; create / join / leave at runtime (control/swarm-membership.ts). */
   swarm!: SwarmMembershipManager;
   private stopping: Promise<void> | undefined;
@@ -185,6 +188,24 @@ export class PeerRuntime {
       }),
     );
     this.runner = services.add(startClientRunner(ctx)).runner;
+    this.research = services.add(
+      startResearchService(ctx, {
+        // A study's runs each train on a peer of their own (own data dir, store and engine), in this process.
+        startPeer: (run) =>
+          PeerRuntime.start({
+            dataDir: run.dataDir,
+            port: 0,
+            consoleLogLevel: 'silent',
+            models: [{ name: RUN_MODEL, source: run.source, aliases: [], poolLimit: DEFAULT_POOL_LIMIT }],
+            training: { config: run.training, autoStart: true },
+            startEngine: options.startEngine,
+          }),
+        selfEndpoint: async (model) => {
+          const episode = await this.serving.episodes.create({ model, taskId: 'research-planner', kind: 'eval' });
+          return { baseUrl: episode.baseUrl, apiKey: episode.apiKey, model };
+        },
+      }),
+    );
     const serving = this.serving;
     const training = this.training;
     const runner = this.runner;

@@ -18,8 +18,9 @@ import { clientsCommand } from './clients-command.ts';
 import { demoCommand } from '../demo/demo-command.ts';
 import { swarmCommand } from './swarm-command.ts';
 import { peersCommand } from './peers-command.ts';
+import { researchCommand } from './research-command.ts';
 
-export const commands: Command[] = [nodeCommand, serveCommand, statusCommand, episodesCommand, runsCommand, checkpointsCommand, clientKeyCommand, attachCommand, clientsCommand, demoCommand, swarmCommand, peersCommand];
+export const commands: Command[] = [nodeCommand, serveCommand, statusCommand, episodesCommand, runsCommand, checkpointsCommand, clientKeyCommand, attachCommand, clientsCommand, demoCommand, swarmCommand, peersCommand, researchCommand];
 
 function overview(): string {
   const width = Math.max(...commands.map((c) => c.name.length));

@@ -9,7 +9,7 @@
  * Everything goes through the product's own paths: the agent is a child process speaking OpenAI to the gateway,
  * rewards come from the example's grader, samples from the merged timelines in the store.
  */
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { join, resolve } from 'node:path';
 import type { NamedTensors } from '../../../worker/common/engine.ts';
@@ -22,7 +22,7 @@ import { PeerRuntime } from '../runtime.ts';
 import { latestRunOfModel } from '../store/training-runs.ts';
 import type { TrainingConfigOverrides } from '../training/config.ts';
 import { sqliteTrainingStore } from '../training/sqlite-training-store.ts';
-import { makeTasks } from './calc-format.ts';
+import { splitUserTasks, writeCalculatorTasks, type TaskFiles } from './task-files.ts';
 import { clientPeerProcess, type DemoRunner, inProcessRunner, settled } from './demo-runner.ts';
 
 export class DemoError extends Error {
@@ -151,39 +151,6 @@ export type DemoProgress =
   | { phase: 'train-start'; total: number }
   | { phase: 'train'; step: number; total: number; record: StepRecord }
   | { phase: 'done'; result: DemoResult };
-
-interface TaskFiles {
-  tasks: string;
-  eval: string;
-  evalCount: number;
-}
-
-/** The calculator's train and held-out tasks as JSONL in the run folder (held-out ones carry "split": "eval"). */
-function writeCalculatorTasks(dir: string, options: DemoOptions): TaskFiles {
-  const held = makeTasks(options.evalTasks, options.seed, 'eval', true).map((t) => ({ ...t, split: 'eval' }));
-  const trainOnly = makeTasks(options.trainTasks, options.seed + 1, 'train', false);
-  const tasks = join(dir, 'train.jsonl');
-  const evalFile = join(dir, 'eval.jsonl');
-  writeFileSync(tasks, trainOnly.map((t) => JSON.stringify(t)).join('\n') + '\n');
-  writeFileSync(evalFile, held.map((t) => JSON.stringify(t)).join('\n') + '\n');
-  return { tasks, eval: evalFile, evalCount: held.length };
-}
-
-/** A user's task file: train tasks and held-out tasks split into two files the runner reads. */
-async function splitUserTasks(dir: string, path: string): Promise<TaskFiles> {
-  const { openTaskSource, isHeldOut } = await import('../runner/tasks.ts');
-  const pass = await openTaskSource({ path: resolve(path) });
-  const train: unknown[] = [];
-  const held: unknown[] = [];
-  for await (const task of pass()) (isHeldOut(task) ? held : train).push(task);
-  if (held.length === 0) throw new DemoError(`${path} has no held-out tasks: mark some with "split": "eval"`);
-  if (train.length === 0) throw new DemoError(`${path} has no train tasks (every task is marked "split": "eval")`);
-  const tasks = join(dir, 'train.jsonl');
-  const evalFile = join(dir, 'eval.jsonl');
-  writeFileSync(tasks, train.map((t) => JSON.stringify(t)).join('\n') + '\n');
-  writeFileSync(evalFile, held.map((t) => JSON.stringify(t)).join('\n') + '\n');
-  return { tasks, eval: evalFile, evalCount: held.length };
-}
 
 /** The peer's data dir of a demo run: inside its run folder, so the folder holds everything the run made. */
 export function demoDataDir(options: Pick<DemoOptions, 'out'>): string {

@@ -295,4 +295,68 @@ export const migrations: Migration[] = [
       }
     },
   },
+  {
+    version: 10,
+    name: 'studies',
+    up: (db) => {
+      // The research system: studies, the runs each planned (one row per arm, seed and step budget), what happened
+      // to them, and the lab notebook of finished studies' findings.
+      db.exec(`
+        CREATE TABLE studies (
+          id TEXT PRIMARY KEY,
+          seq INTEGER NOT NULL UNIQUE,
+          name TEXT NOT NULL,
+          question TEXT NOT NULL,
+          hypothesis TEXT NOT NULL,
+          spec TEXT NOT NULL,
+          source TEXT NOT NULL,
+          base_dir TEXT NOT NULL,
+          planner TEXT NOT NULL,
+          status TEXT NOT NULL,
+          reason TEXT,
+          stage INTEGER NOT NULL DEFAULT 0,
+          decision TEXT,
+          analysis TEXT,
+          created_at TEXT NOT NULL,
+          ended_at TEXT
+        );
+        CREATE TABLE study_runs (
+          id TEXT PRIMARY KEY,
+          study_id TEXT NOT NULL REFERENCES studies (id) ON DELETE CASCADE,
+          ord INTEGER NOT NULL,
+          stage INTEGER NOT NULL,
+          arm TEXT NOT NULL,
+          params TEXT NOT NULL,
+          plan TEXT NOT NULL,
+          seed INTEGER NOT NULL,
+          steps INTEGER NOT NULL,
+          continues TEXT,
+          dir TEXT NOT NULL,
+          status TEXT NOT NULL,
+          attempts INTEGER NOT NULL DEFAULT 0,
+          reason TEXT,
+          metric REAL,
+          curve TEXT,
+          started_at TEXT,
+          ended_at TEXT,
+          UNIQUE (study_id, stage, arm, seed, steps)
+        );
+        CREATE INDEX study_runs_by_study ON study_runs (study_id, ord);
+        CREATE TABLE study_events (
+          study_id TEXT NOT NULL REFERENCES studies (id) ON DELETE CASCADE,
+          time TEXT NOT NULL,
+          kind TEXT NOT NULL,
+          message TEXT NOT NULL
+        );
+        CREATE INDEX study_events_by_study ON study_events (study_id, time);
+        CREATE TABLE notebook (
+          study_id TEXT PRIMARY KEY REFERENCES studies (id) ON DELETE CASCADE,
+          question TEXT NOT NULL,
+          decision TEXT NOT NULL,
+          statement TEXT NOT NULL,
+          created_at TEXT NOT NULL
+        );
+      `);
+    },
+  },
 ];
