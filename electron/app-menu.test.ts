@@ -44,19 +44,20 @@ describe('application menu', () => {
     expect(calls).toEqual(['attach', 'data']);
   });
 
-  it('View switches to each of the six views with Ctrl/Cmd+1…6, in sidebar order', () => {
+  it('View switches to each of the seven views with Ctrl/Cmd+1…7, in sidebar order', () => {
     const { actions, calls } = recordingActions();
     const views = submenu(appMenuTemplate(actions, 'linux'), 'View').filter((item) => item.accelerator?.match(/\+\d$/));
     expect(views.map((item) => [item.label, item.accelerator])).toEqual([
       ['Swarm', 'CmdOrCtrl+1'],
       ['Models', 'CmdOrCtrl+2'],
       ['Runs', 'CmdOrCtrl+3'],
-      ['Clients', 'CmdOrCtrl+4'],
-      ['Episodes', 'CmdOrCtrl+5'],
-      ['Timeline', 'CmdOrCtrl+6'],
+      ['Research', 'CmdOrCtrl+4'],
+      ['Clients', 'CmdOrCtrl+5'],
+      ['Episodes', 'CmdOrCtrl+6'],
+      ['Timeline', 'CmdOrCtrl+7'],
     ]);
     for (const item of views) click(item);
-    expect(calls).toEqual(['view:swarm', 'view:models', 'view:runs', 'view:clients', 'view:episodes', 'view:timeline']);
+    expect(calls).toEqual(['view:swarm', 'view:models', 'view:runs', 'view:research', 'view:clients', 'view:episodes', 'view:timeline']);
   });
 
   it('Help opens the documentation and the peer logs', () => {

@@ -3,7 +3,7 @@
  * are passed in, so the structure, labels and accelerators are tested under vitest without Electron.
  *   File   Attach script…  (⌘/Ctrl+O), Open data folder, Quit (not on macOS, where the app menu has it)
  *   Edit   the standard roles (copy and paste in the token field need them on macOS)
- *   View   the six views (⌘/Ctrl+1…6), reload, zoom, full screen, developer tools
+ *   View   the seven views (⌘/Ctrl+1…7), reload, zoom, full screen, developer tools
  *   Help   Documentation, Report a problem (the peer's log folder)
  */
 import type { MenuItemConstructorOptions } from 'electron';

@@ -13,6 +13,7 @@ import { COMMANDS } from './views/commands.ts';
 import { EpisodesView } from './views/episodes/EpisodesView.tsx';
 import { ModelsDataView } from './views/models/ModelsDataView.tsx';
 import { PageHeader } from './views/PageHeader.tsx';
+import { ResearchView } from './views/research/ResearchView.tsx';
 import { RunsView } from './views/runs/RunsView.tsx';
 import { usePrefetchRuns } from './views/runs/use-prefetch-runs.ts';
 import { SwarmView } from './views/SwarmView.tsx';
@@ -74,6 +75,8 @@ function CurrentView({ view, status }: { view: ViewId; status: StatusPayload }) 
       return <ModelsDataView />;
     case 'runs':
       return <RunsView />;
+    case 'research':
+      return <ResearchView />;
     case 'clients':
       return <ClientsDataView />;
     case 'episodes':

@@ -1,7 +1,7 @@
 /**
  * Keeps the UI connected to its peer. One attempt: GET /api/status (a 401 here means a bad token — stop and
- * say so; anything else is retried), then open the event WebSocket; `status`, `log`, `client`, `train-step` and
- * `run` events feed the store (what no event carries, the views refetch when pushed state moves: views/use-live-refresh.ts).
+ * say so; anything else is retried), then open the event WebSocket; `status`, `log`, `client`, `train-step`,
+ * `run` and `study` events feed the store (what no event carries, the views refetch when pushed state moves: views/use-live-refresh.ts).
  * When the socket closes, wait (exponential backoff, shown as a countdown) and try again.
  */
 import type { ServerEvent } from '../../../swarm/common/api.ts';
@@ -14,8 +14,8 @@ type StoreActions = Pick<
   AppStore,
   'connectionStarted' | 'connectionLive' | 'connectionLost' | 'connectionUnauthorised' | 'statusReceived' | 'logReceived'
 > &
-  // The data views' live updates (clients, training steps, runs); optional so a caller may leave them out.
-  Partial<Pick<AppStore, 'clientUpdated' | 'clientRemoved' | 'trainStepPushed' | 'runUpdated'>>;
+  // The data views' live updates (clients, training steps, runs, studies); optional so a caller may leave them out.
+  Partial<Pick<AppStore, 'clientUpdated' | 'clientRemoved' | 'trainStepPushed' | 'runUpdated' | 'studyUpdated'>>;
 
 export interface ConnectionOptions {
   client: ControlApiClient;
@@ -105,6 +105,7 @@ export function startConnection({
     else if (event.type === 'client-detached') actions.clientRemoved?.(event.data.name);
     else if (event.type === 'train-step') actions.trainStepPushed?.(event.data);
     else if (event.type === 'run') actions.runUpdated?.(event.data);
+    else if (event.type === 'study') actions.studyUpdated?.(event.data);
     // Other event types (added by newer peers) are ignored.
   }
 

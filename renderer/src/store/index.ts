@@ -11,6 +11,7 @@ import { createConnectionSlice } from './connection/slice.ts';
 import { createEpisodesSlice } from './episodes/slice.ts';
 import { createModelsSlice } from './models/slice.ts';
 import { createNavigationSlice } from './navigation/slice.ts';
+import { createResearchSlice } from './research/slice.ts';
 import { createRunsSlice } from './runs/slice.ts';
 import { createSwarmSlice } from './swarm/slice.ts';
 import { createTimelineSlice } from './timeline/slice.ts';
@@ -26,6 +27,7 @@ export function createAppStore(): StoreApi<AppStore> {
     ...createActivitySlice(...args),
     ...createModelsSlice(...args),
     ...createRunsSlice(...args),
+    ...createResearchSlice(...args),
     ...createClientsSlice(...args),
     ...createEpisodesSlice(...args),
     ...createTimelineSlice(...args),

@@ -5,6 +5,7 @@ import type { ConnectionSlice } from './connection/slice.ts';
 import type { EpisodesSlice } from './episodes/slice.ts';
 import type { ModelsSlice } from './models/slice.ts';
 import type { NavigationSlice } from './navigation/slice.ts';
+import type { ResearchSlice } from './research/slice.ts';
 import type { RunsSlice } from './runs/slice.ts';
 import type { SwarmSlice } from './swarm/slice.ts';
 import type { TimelineSlice } from './timeline/slice.ts';
@@ -16,6 +17,7 @@ export type AppStore = ConnectionSlice &
   ActivitySlice &
   ModelsSlice &
   RunsSlice &
+  ResearchSlice &
   ClientsSlice &
   EpisodesSlice &
   TimelineSlice &

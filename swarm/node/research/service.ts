@@ -7,7 +7,7 @@
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { z } from 'zod';
-import type { StudyDetail } from '../../common/research-api.ts';
+import type { StudyAnalysis, StudyDetail } from '../../common/research-api.ts';
 import { ControlRouter } from '../control/routes.ts';
 import { conflict, HttpError, notFound } from '../http/errors.ts';
 import { readValidated, sendJson } from '../http/respond.ts';
@@ -26,9 +26,9 @@ import {
   updateStudy,
   type StudyRow,
 } from '../store/studies.ts';
-import { endpointFromEnvironment, planStudy, PlannerError, type PlannerEndpoint } from './llm-planner.ts';
+import { endpointFromEnvironment, planStudy, PlannerError, proposeNextStage, type PlannerBudget, type PlannerEndpoint } from './llm-planner.ts';
 import { StudyExecutor } from './study-executor.ts';
-import { parseStudy, parseStudyText, StudyFileError, type Study } from './study-file.ts';
+import { parseStudyText, StudyFileError, type Study } from './study-file.ts';
 import { writeStudyReport } from './study-report.ts';
 import type { StartRunPeer } from './study-run.ts';
 
@@ -72,6 +72,9 @@ export class ResearchService implements ServiceHandle {
   readonly routes: ControlRouter;
   private readonly executors = new Map<string, StudyExecutor>();
   private readonly planning = new Map<string, AbortController>();
+  /** The LLM planner of each asked study, kept in memory only (its key is never stored): after a restart of the
+   * peer such a study finishes the stages it has. */
+  private readonly planners = new Map<string, { endpoint: PlannerEndpoint; studyValue: unknown; baseDir: string; budget: PlannerBudget; maxAttempts: number }>();
   private closed = false;
 
   constructor(
@@ -174,6 +177,7 @@ export class ResearchService implements ServiceHandle {
       dir,
       changed: () => this.ctx.publish({ type: 'study', data: studySummary(this.ctx.db, getStudy(this.ctx.db, row.id)!) }),
       finished: () => this.finished(row.id),
+      nextStage: this.planners.has(row.id) ? (current, analysis) => this.proposeStage(row.id, current, analysis) : undefined,
     });
     this.executors.set(row.id, executor);
     void executor.start().finally(() => this.executors.delete(row.id));
@@ -190,6 +194,30 @@ export class ResearchService implements ServiceHandle {
     if (study.status === 'done' && study.decision) {
       recordFinding(this.ctx.db, { studyId: id, question: study.question, decision: study.decision.outcome, statement: study.decision.statement, createdAt: new Date().toISOString() });
     }
+  }
+
+  /** Asks the study's LLM planner for one more stage; records its answer and rationale. */
+  private async proposeStage(id: string, study: Study, analysis: StudyAnalysis): Promise<Study | null> {
+    const planner = this.planners.get(id)!;
+    const next = await proposeNextStage({
+      endpoint: planner.endpoint,
+      baseDir: planner.baseDir,
+      maxAttempts: planner.maxAttempts,
+      study,
+      studyValue: planner.studyValue,
+      results: { metric: analysis.metric, arms: analysis.arms.map(({ rewardBand: _r, evalBand: _e, ...arm }) => arm), decisionSoFar: analysis.decision },
+      budget: planner.budget,
+      notebook: notebookFindings(this.ctx.db, 20),
+    });
+    for (const attempt of next.attempts) {
+      insertStudyEvent(this.ctx.db, id, 'plan', `next stage, attempt ${attempt.attempt}: ${attempt.accepted ? 'accepted' : `rejected: ${attempt.errors.join('; ')}`}`);
+    }
+    insertStudyEvent(this.ctx.db, id, 'plan', `${next.action === 'stop' ? 'the planner stops' : 'the planner adds a stage'}: ${next.rationale}`);
+    if (next.action === 'stop') return null;
+    const value = planner.studyValue as { stages: unknown[] };
+    planner.studyValue = { ...value, stages: [...value.stages, next.stage] };
+    updateStudy(this.ctx.db, id, { source: JSON.stringify(planner.studyValue, null, 2) });
+    return next.study;
   }
 
   /** The LLM planner writes the study in the background; an invalid or unreachable planner ends it with the reason. */
@@ -216,6 +244,7 @@ export class ResearchService implements ServiceHandle {
         }
         insertStudyEvent(this.ctx.db, row.id, 'plan', `rationale: ${plan.rationale}`);
         const study = plan.study;
+        this.planners.set(row.id, { endpoint, studyValue: plan.value, baseDir: request.baseDir, budget: request.budget, maxAttempts: request.maxAttempts });
         updateStudy(this.ctx.db, row.id, { status: 'running', spec: study as unknown as Record<string, unknown>, source: JSON.stringify(plan.value, null, 2) });
         this.ctx.db.prepare('UPDATE studies SET name = ?, hypothesis = ? WHERE id = ?').run(study.name, study.hypothesis, row.id);
         this.planning.delete(row.id);
@@ -290,5 +319,3 @@ export function startResearchService(ctx: PeerContext, options: ResearchServiceO
   service.resumeUnfinished();
   return service;
 }
-
-export { parseStudy };

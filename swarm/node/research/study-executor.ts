@@ -15,7 +15,7 @@ import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Database } from 'better-sqlite3';
 import { createStrategy, type ArmProposal, type Params, type SearchStrategy, type TrialOutcome } from '../../common/research/search/index.ts';
-import type { StudyRunCurve } from '../../common/research-api.ts';
+import type { StudyAnalysis, StudyRunCurve } from '../../common/research-api.ts';
 import { parseModelSource } from '../models/model-spec.ts';
 import { mergeOverrides, type TrainingConfigOverrides } from '../training/config.ts';
 import { splitUserTasks, writeCalculatorTasks, type TaskFiles } from '../demo/task-files.ts';
@@ -44,6 +44,11 @@ export interface ExecutorDeps {
   changed: () => void;
   /** Called once the study has ended (done, failed or stopped) with its report written. */
   finished: () => void;
+  /**
+   * The LLM planner's say after the last planned stage: the study with one more stage (validated), or null to stop.
+   * Absent for the built-in planner, which runs the study as written.
+   */
+  nextStage?: (study: Study, analysis: StudyAnalysis) => Promise<Study | null>;
 }
 
 /** One stage's arm as the executor plans it: a name, its knob values and everything its runs train with. */
@@ -75,7 +80,7 @@ export class StudyExecutor {
 
   constructor(
     readonly studyId: string,
-    private readonly study: Study,
+    private study: Study,
     private readonly deps: ExecutorDeps,
   ) {}
 
@@ -108,10 +113,10 @@ export class StudyExecutor {
 
   private async execute(): Promise<void> {
     const { db } = this;
-    const stages = this.study.stages;
     let stage = getStudy(db, this.studyId)?.stage ?? 0;
     let previousBest: PlannedArm | null = stage > 0 ? this.stageBest(stage - 1) : null;
-    for (; stage < stages.length; stage++) {
+    for (; stage < this.study.stages.length; stage++) {
+      const stages = this.study.stages;
       if (stage !== getStudy(db, this.studyId)?.stage || studyRuns(db, this.studyId).every((r) => r.stage !== stage)) {
         updateStudy(db, this.studyId, { stage });
         this.event('stage', `stage ${stage + 1}/${stages.length} "${stages[stage].name}" begins${previousBest ? ` from ${previousBest.name}` : ''}`);
@@ -119,10 +124,24 @@ export class StudyExecutor {
       const finished = await this.runStage(stage, previousBest);
       if (!finished) return;
       previousBest = this.stageBest(stage);
+      if (stage === this.study.stages.length - 1 && this.deps.nextStage) await this.askForNextStage();
     }
     const analysis = analyseStudy(this.study, studyRuns(db, this.studyId));
     updateStudy(db, this.studyId, { analysis, decision: analysis.decision });
     this.end('done', null);
+  }
+
+  /** After the last planned stage, the planner may add one more (recorded with its rationale) or stop. */
+  private async askForNextStage(): Promise<void> {
+    try {
+      const next = await this.deps.nextStage!(this.study, analyseStudy(this.study, studyRuns(this.db, this.studyId)));
+      if (!next || next.stages.length <= this.study.stages.length) return;
+      this.study = next;
+      updateStudy(this.db, this.studyId, { spec: next as unknown as Record<string, unknown> });
+    } catch (err) {
+      if (this.controller.signal.aborted) return;
+      this.event('plan', `the planner proposed no valid next stage (${(err as Error).message}); the study concludes on the stages it ran`);
+    }
   }
 
   /** Runs one stage to its end; false when the study ended (stopped, budget, peer stopping) before it did. */
@@ -269,7 +288,8 @@ export class StudyExecutor {
     const files = await this.tasksOf(parts.tasks);
     const training = mergeOverrides(
       { batchTasks: 2, groupSize: 4 },
-      mergeOverrides(parts.training, { maxSteps: row.steps, seed: row.seed, checkpointEvery: parts.training.checkpointEvery ?? 1 }),
+      // An arm's own training seed offsets its runs' seeds (identical arms on other seeds: a negative control).
+      mergeOverrides(parts.training, { maxSteps: row.steps, seed: (parts.training.seed ?? 0) + row.seed, checkpointEvery: parts.training.checkpointEvery ?? 1 }),
     );
     return {
       dataDir: row.dir,

@@ -21,8 +21,8 @@ describe('navigation slice', () => {
     expect(store.getState().navigation.view).toBe(VIEWS[1].id);
   });
 
-  it('lists the views in sidebar order, Runs after Models', () => {
-    expect(VIEWS.map((view) => view.id)).toEqual(['swarm', 'models', 'runs', 'clients', 'episodes', 'timeline']);
+  it('lists the views in sidebar order, Runs after Models, Research after Runs', () => {
+    expect(VIEWS.map((view) => view.id)).toEqual(['swarm', 'models', 'runs', 'research', 'clients', 'episodes', 'timeline']);
   });
 
   it('keeps a place inside a view, and leaves it when another view is shown', () => {
@@ -44,7 +44,8 @@ describe('viewFromHash', () => {
     expect(viewFromHash('#/timeline')).toBe('timeline');
     expect(viewFromHash('#/models&token=x')).toBe('models');
     expect(viewFromHash('#token=x')).toBeNull();
-    expect(viewFromHash('#/research')).toBeNull();
+    expect(viewFromHash('#/research')).toBe('research');
+    expect(viewFromHash('#/nowhere')).toBeNull();
     expect(viewFromHash('')).toBeNull();
   });
 
