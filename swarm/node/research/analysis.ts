@@ -100,7 +100,8 @@ function threats(study: Study, runs: readonly StudyRunRow[], decisive: readonly 
   const pending = runs.filter((r) => r.status === 'pending' || r.status === 'running');
   if (pending.length) out.push(`Budget cut: ${pending.length} planned run(s) never finished.`);
   if (best && decisive.length > 1) out.push(`Selection: the best of ${decisive.length} arms is judged on the same runs it was selected by, which flatters it (winner's curse); confirm it in a stage of its own.`);
-  if (runs.some((r) => r.steps < Math.max(...runs.map((x) => x.steps)) && r.stage === study.stages.length - 1)) {
+  const lastStageRuns = runs.filter((r) => r.stage === study.stages.length - 1);
+  if (lastStageRuns.some((r) => r.steps < Math.max(...lastStageRuns.map((x) => x.steps)))) {
     out.push('Unequal budgets: arms of the last stage trained different numbers of steps (successive halving); compare arms at the same budget.');
   }
   return out;

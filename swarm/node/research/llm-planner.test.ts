@@ -21,10 +21,11 @@ import {
 import { parseStudy } from './study-file.ts';
 import { closedEndpointUrl, startScriptedEndpoint, type ScriptedEndpoint, type ScriptedReply } from './testing/scripted-endpoint.ts';
 
-const SCRIPT = '/work/main/examples/calculator/agent.ts';
-const REWARD = '/work/main/examples/calculator/reward.ts';
+const repoFile = (path: string) => new URL(`../../../${path}`, import.meta.url).pathname;
+const SCRIPT = repoFile('examples/calculator/agent.ts');
+const REWARD = repoFile('examples/calculator/reward.ts');
 const DEFAULTS = { model: 'builtin:tiny', script: SCRIPT, reward: REWARD, tasks: { calculator: { train: 400, eval: 40 } } };
-const BASE_DIR = '/work/main/examples/studies';
+const BASE_DIR = repoFile('examples/studies');
 
 /** Copied from examples/studies/kl-penalty.study.yaml, paths absolute: 2 arms x 3 seeds = 6 runs. */
 function validStudy(): Record<string, unknown> {

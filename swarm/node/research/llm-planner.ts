@@ -13,7 +13,7 @@
 import { parse as parseYaml, stringify as stringifyYaml } from 'yaml';
 import { z } from 'zod';
 import { trainingConfigSchema } from '../training/config.ts';
-import { parseStudy, seedsOf, StudyFileError, studyFileSchema, type Study } from './study-file.ts';
+import { parseStudy, plannedRuns, seedsOf, StudyFileError, studyFileSchema, type Study } from './study-file.ts';
 
 // ---------------------------------------------------------------------------------------------------------------
 // Public API
@@ -516,25 +516,6 @@ export function planProblems(study: Study, budget: PlannerBudget): string[] {
 /** A confidence interval of a mean needs at least two samples. */
 const MIN_DECISION_SEEDS = 2;
 
-/**
- * Runs the stages start: arms (with the base control) or a search's trials / grid points, times seeds. The same count
- * as study-file.ts's budget check, which does not export it.
- */
-export function plannedRuns(study: Study): number {
-  return study.stages.reduce((n, stage) => {
-    const control = stage.includeBase ? 1 : 0;
-    let arms: number;
-    if (stage.arms) arms = stage.arms.length;
-    else {
-      const search = stage.search!;
-      arms =
-        search.strategy === 'grid'
-          ? Object.values(search.space).reduce((k, d) => k * ('values' in d ? d.values.length : search.pointsPerRange), 1)
-          : search.trials;
-    }
-    return n + (control + arms) * seedsOf(stage).length;
-  }, 0);
-}
 
 // ---------------------------------------------------------------------------------------------------------------
 // The endpoint

@@ -215,10 +215,10 @@ export const studyFileSchema = z
     hypothesis: z.string().min(1).max(4000),
     decision: decisionSchema,
     base: baseSchema,
-    metric: metricSchema.default({ kind: 'final-eval-success', k: 3 }),
+    metric: metricSchema.prefault({ kind: 'final-eval-success' }),
     stages: z.array(stageSchema).min(1).max(20),
-    budget: budgetSchema.default({} as never),
-    earlyStop: earlyStopSchema.default({} as never),
+    budget: budgetSchema.prefault({}),
+    earlyStop: earlyStopSchema.prefault({}),
     /** Times a failed or stalled run is started again before it counts as failed. */
     restarts: z.number().int().min(0).max(10).default(2),
     /** Runs trained at once on this peer (each has its own engine thread). */
@@ -335,10 +335,15 @@ function checkCrossReferences(study: Study): void {
   if (study.decision.kind === 'difference' && study.decision.better === study.decision.than) {
     throw new StudyFileError('decision.than', 'compares an arm with itself; name two arms');
   }
-  const planned = study.stages.reduce((n, stage) => n + plannedArms(stage) * seedsOf(stage).length, 0);
+  const planned = plannedRuns(study);
   if (planned > study.budget.maxRuns) {
     throw new StudyFileError('budget.maxRuns', `the stages plan ${planned} runs, more than the budget's ${study.budget.maxRuns}; raise budget.maxRuns or plan fewer`, `at least ${planned}`);
   }
+}
+
+/** Runs a study plans: every stage's arms times its seeds (successive halving continues runs, never adds them). */
+export function plannedRuns(study: Pick<Study, 'stages'>): number {
+  return study.stages.reduce((n, stage) => n + plannedArms(stage) * seedsOf(stage).length, 0);
 }
 
 /** Arms a stage starts (successive halving continues its arms rather than starting new ones). */

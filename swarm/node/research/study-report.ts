@@ -7,6 +7,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { lineChartSvg, type Series } from '../../common/charts/svg-chart.ts';
+import { formatParamValue } from '../../common/research/search/space.ts';
 import type { ArmAnalysis, BandPoint, StudyAnalysis, StudyEvent } from '../../common/research-api.ts';
 import { writeFileAtomic } from '../atomic-file.ts';
 import { markdownTable, NONE, num3 } from '../report/run-format.ts';
@@ -52,7 +53,7 @@ function bandOf(points: readonly BandPoint[]): { x: number; low: number; high: n
 }
 
 function armLabel(arm: ArmAnalysis): string {
-  return arm.stage > 0 || arm.steps ? `${arm.arm} (${arm.steps} steps)` : arm.arm;
+  return `${arm.arm} (${arm.steps} steps)`;
 }
 
 export function studyReportMarkdown(input: StudyReportInput, plotFiles: readonly string[] = []): string {
@@ -82,7 +83,7 @@ export function studyReportMarkdown(input: StudyReportInput, plotFiles: readonly
         analysis.arms.map((arm) => [
           String(arm.stage + 1),
           arm.arm === analysis.best ? `**${arm.arm}** (best)` : arm.arm,
-          Object.entries(arm.params).map(([k, v]) => `${k}=${String(v)}`).join(', ') || NONE,
+          Object.entries(arm.params).map(([k, v]) => `${k}=${formatParamValue(v)}`).join(', ') || NONE,
           String(arm.steps),
           String(arm.n),
           num3(arm.mean),
