@@ -88,13 +88,9 @@ export interface ArmAnalysis {
   evalBand: BandPoint[];
 }
 
-export interface BandPoint {
-  step: number;
-  n: number;
-  mean: number;
-  low: number | null;
-  high: number | null;
-}
+/** One step of an arm's curve over its seeds: mean and 95% t band (stats.ts). */
+export type { BandPoint } from './research/stats.ts';
+import type { BandPoint } from './research/stats.ts';
 
 export interface StudyAnalysis {
   metric: string;

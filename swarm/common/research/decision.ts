@@ -126,7 +126,8 @@ function differenceOutcome(
     return { outcome: 'not-met', why: `the CI's upper end ${formatNumber(high)} rules out a difference of ${formatNumber(minDifference)}` };
   }
   const because = low > 0 ? `the estimate is below ${formatNumber(minDifference)}` : 'the CI includes 0';
-  return { outcome: 'inconclusive', why: `${because}, yet the CI does not rule out a difference of ${formatNumber(minDifference)}` };
+  const ruledIn = minDifference > 0 ? `a difference of ${formatNumber(minDifference)} or more` : 'an improvement';
+  return { outcome: 'inconclusive', why: `${because}, and its upper end ${formatNumber(high)} does not rule out ${ruledIn}` };
 }
 
 function decideDifference(criterion: DifferenceCriterion, metrics: Record<string, number[]>): DecisionResult {

@@ -2,7 +2,7 @@
  * The CLI's bad-input paths that need no running peer, run in-process: usage errors exit 2 with the reason and the
  * usage, other failures exit 1 with `error: NAME` on a line of its own.
  */
-import { mkdtempSync } from 'node:fs';
+import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -95,5 +95,30 @@ describe('names', () => {
   it('guesses a typo, not another name', () => {
     expect(closestName('tinyy', ['tiny', 'gpt-4o-mini'])).toBe('tiny');
     expect(closestName('big', ['tiny'])).toBeUndefined();
+  });
+});
+
+describe('research', () => {
+  it('refuses a missing or bad study file before any peer starts, naming the key', async () => {
+    const dataDir = emptyDir();
+    const missing = await runMain(['research', 'run', join(dataDir, 'none.study.yaml'), '--data-dir', dataDir]);
+    expect(missing.code).toBe(2);
+    expect(missing.stderr).toContain('no such file');
+    const file = join(dataDir, 'bad.study.yaml');
+    writeFileSync(file, 'name: s\nquestion: q\nhypothesis: h\ndecision: { kind: diff }\nbase: { script: a.ts, tasks: { file: t.jsonl } }\nstages: [{ name: m, steps: 1, seeds: 2, arms: [{ name: a }] }]\n');
+    const bad = await runMain(['research', 'run', file, '--data-dir', dataDir]);
+    expect(bad.code).toBe(1);
+    expect(errorName(bad)).toBe('StudyFileError');
+    expect(bad.stderr).toContain('decision.kind');
+    expect(existsSync(join(dataDir, 'agentjet.sqlite'))).toBe(false);
+  });
+
+  it('refuses an unknown subcommand, a flag of another subcommand and a bad budget with exit 2', async () => {
+    const dataDir = emptyDir();
+    expect((await runMain(['research', 'frobnicate', '--data-dir', dataDir])).code).toBe(2);
+    expect((await runMain(['research', 'list', '--planner', 'env', '--data-dir', dataDir])).code).toBe(2);
+    expect((await runMain(['research', 'ask', 'q?', '--budget', 'soon', '--data-dir', dataDir])).code).toBe(2);
+    expect((await runMain(['research', 'ask', 'q?', '--planner', 'ftp://x', '--data-dir', dataDir])).code).toBe(2);
+    expect((await runMain(['research', 'show', '--data-dir', dataDir])).code).toBe(2);
   });
 });

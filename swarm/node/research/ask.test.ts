@@ -88,6 +88,15 @@ describe('studies written by the LLM planner', () => {
       await api.request('POST', `/studies/${created.id}/stop`);
       const stopped = await settled(created.id, ['stopped']);
       expect(stopped.studyRuns.filter((r) => r.status === 'running')).toEqual([]);
+      // A resume starts again the runs the stop cut short.
+      const cutShort = stopped.studyRuns.filter((r) => r.status === 'stopped').map((r) => r.id);
+      expect(cutShort.length).toBeGreaterThan(0);
+      await api.request('POST', `/studies/${created.id}/resume`);
+      const resumed = await api.get<StudyDetail>(`/studies/${created.id}`);
+      expect(resumed.status).toBe('running');
+      expect(resumed.studyRuns.filter((r) => cutShort.includes(r.id)).every((r) => r.status === 'pending' || r.status === 'running')).toBe(true);
+      await api.request('POST', `/studies/${created.id}/stop`);
+      await settled(created.id, ['stopped']);
     } finally {
       await endpoint.close();
     }

@@ -19,6 +19,7 @@ import {
   listStudies,
   notebookFindings,
   recordFinding,
+  requeueInterruptedRuns,
   studyEvents,
   studyRuns,
   studySummary,
@@ -27,7 +28,7 @@ import {
   type StudyRow,
 } from '../store/studies.ts';
 import { endpointFromEnvironment, planStudy, PlannerError, proposeNextStage, type PlannerBudget, type PlannerEndpoint } from './llm-planner.ts';
-import { StudyExecutor } from './study-executor.ts';
+import { STOPPED_BY_REQUEST, StudyExecutor } from './study-executor.ts';
 import { parseStudyText, StudyFileError, type Study } from './study-file.ts';
 import { writeStudyReport } from './study-report.ts';
 import type { StartRunPeer } from './study-run.ts';
@@ -123,9 +124,10 @@ export class ResearchService implements ServiceHandle {
     const study = this.study(id);
     if (this.executors.has(study.id) || this.planning.has(study.id)) throw conflict(`study ${id} is already running`, 'study_running');
     if (study.status === 'done') throw conflict(`study ${id} is done; submit it again to repeat it`, 'study_done');
-    if (study.status === 'failed' && Object.keys(study.spec).length === 0) throw conflict(`study ${id} was never planned; ask again`, 'study_unplanned');
+    if (Object.keys(study.spec).length === 0) throw conflict(`study ${id} was never planned; ask again`, 'study_unplanned');
     updateStudy(this.ctx.db, study.id, { status: 'running', reason: null });
-    insertStudyEvent(this.ctx.db, study.id, 'resume', 'resumed by request');
+    const requeued = requeueInterruptedRuns(this.ctx.db, study.id, STOPPED_BY_REQUEST);
+    insertStudyEvent(this.ctx.db, study.id, 'resume', `resumed by request${requeued ? `; ${requeued} run(s) the stop cut short start again` : ''}`);
     this.launch(getStudy(this.ctx.db, study.id)!);
     return getStudy(this.ctx.db, study.id)!;
   }

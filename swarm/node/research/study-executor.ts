@@ -34,6 +34,9 @@ import { metricOf, readRunCurve } from './run-metrics.ts';
 import { knobOverrides, seedsOf, type Study, type StudyArm, type StudyTasks } from './study-file.ts';
 import { executeStudyRun, type GuardRules, type StartRunPeer, type StudyRunPlan, type StudyRunProgress } from './study-run.ts';
 
+/** The reason of a run a stop of its study cut short (a resume plans it again). */
+export const STOPPED_BY_REQUEST = 'the study was stopped';
+
 export interface ExecutorDeps {
   db: Database;
   log: Logger;
@@ -161,7 +164,7 @@ export class StudyExecutor {
         return false;
       }
       const rows = studyRuns(this.db, this.studyId).filter((r) => r.stage === stage);
-      const { arms: proposals, done } = strategy.next(rows.map(trialOf));
+      const { arms: proposals } = strategy.next(rows.map(trialOf));
       for (const proposal of proposals) this.planArm(stage, proposal, arms, base, seeds);
       const pending = studyRuns(this.db, this.studyId).filter((r) => r.stage === stage && (r.status === 'pending' || (r.status === 'running' && !inFlight.has(r.id))));
       for (const row of pending) {
@@ -170,10 +173,8 @@ export class StudyExecutor {
         const job = this.runOne(row).finally(() => inFlight.delete(row.id));
         inFlight.set(row.id, job);
       }
-      if (inFlight.size === 0) {
-        if (done || proposals.length === 0) return true;
-        continue;
-      }
+      // Nothing running and nothing that can start: the strategy is done, or waits on runs that can never finish.
+      if (inFlight.size === 0) return true;
       await Promise.race([...inFlight.values(), new Promise((resolve) => this.controller.signal.addEventListener('abort', resolve, { once: true }))]);
     }
   }
@@ -269,7 +270,7 @@ export class StudyExecutor {
       updateStudyRun(db, row.id, { status: 'done', metric, curve, endedAt });
       this.event('run-end', `${describeRun(row)} done: ${this.study.metric.kind} ${metric === null ? 'unmeasured' : metric.toFixed(3)}`);
     } else if (this.stopRequested) {
-      updateStudyRun(db, row.id, { status: 'stopped', reason: 'the study was stopped', curve, endedAt });
+      updateStudyRun(db, row.id, { status: 'stopped', reason: STOPPED_BY_REQUEST, curve, endedAt });
     } else if (end.outcome === 'stopped') {
       updateStudyRun(db, row.id, { status: 'stopped', reason: end.reason, curve, endedAt });
       this.event('early-stop', `${describeRun(row)}: ${end.reason}`);

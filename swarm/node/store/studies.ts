@@ -212,6 +212,11 @@ export function updateStudyRun(
   );
 }
 
+/** Runs a stop of the study cut short are planned again, for its resume (runs stopped by a rule stay stopped). */
+export function requeueInterruptedRuns(db: Database, studyId: string, reason: string): number {
+  return statement(db, "UPDATE study_runs SET status = 'pending', reason = NULL, ended_at = NULL WHERE study_id = ? AND status = 'stopped' AND reason = ?").run(studyId, reason).changes;
+}
+
 export function insertStudyEvent(db: Database, studyId: string, kind: StudyEvent['kind'], message: string): StudyEvent {
   const event: StudyEvent = { time: now(), kind, message };
   statement(db, 'INSERT INTO study_events (study_id, time, kind, message) VALUES (?, ?, ?, ?)').run(studyId, event.time, kind, message);

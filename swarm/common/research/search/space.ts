@@ -8,22 +8,8 @@ import type { ArmResult, BestArm, ParamValue, Params, RangeDimension, SearchSpac
 // ---------------------------------------------------------------------------------------------------------------
 // Seeded randomness
 
-/** mulberry32's additive constant (the golden-ratio increment of its Weyl sequence). */
-const MULBERRY_INCREMENT = 0x6d2b79f5;
-/** 2^32: turns a uint32 into a float in [0, 1). */
-const UINT32_RANGE = 4294967296;
-
-/** A deterministic uniform [0, 1) generator (mulberry32): the same seed always gives the same stream. */
-export function seededRandom(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + MULBERRY_INCREMENT) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / UINT32_RANGE;
-  };
-}
+/** The research system's one seeded generator (mulberry32), shared with the statistics. */
+export { seededRandom } from '../stats.ts';
 
 /** Multipliers of a murmur3-style finaliser: they spread every input bit over the output. */
 const MIX_MULTIPLIER_A = 0x85ebca6b;
