@@ -95,6 +95,6 @@ describe('agentjet demo', () => {
   it('refuses a task file without held-out tasks', async () => {
     writeFileSync(join(dir, 'train-only.jsonl'), '{"id": "a"}\n');
     const run = runDemo(options({ script: join(dir, 'varied.mjs'), tasks: join(dir, 'train-only.jsonl'), out: join(dir, 'none') }));
-    await expect(run).rejects.toMatchObject({ name: 'DemoError' });
+    await expect(run).rejects.toMatchObject({ name: 'TaskFileError' });
   });
 });
