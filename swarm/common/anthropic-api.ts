@@ -6,6 +6,7 @@
  * anything that builds such requests.
  */
 import { z } from 'zod';
+import { jsonSchemaObject } from './json-schema-object.ts';
 
 /** Tool names as Anthropic allows them (and as chat templates can write them back). */
 const toolName = z.string().regex(/^[A-Za-z0-9_-]{1,128}$/, 'tool names are 1–128 letters, digits, _ or -');
@@ -50,7 +51,7 @@ const toolSchema = z.looseObject({
   type: z.string().optional(),
   name: z.string().min(1),
   description: z.string().optional(),
-  input_schema: z.record(z.string(), z.unknown()).optional(),
+  input_schema: jsonSchemaObject.optional(),
 });
 export type AnthropicTool = z.infer<typeof toolSchema>;
 

@@ -4,6 +4,8 @@
  */
 import { Template } from '@huggingface/jinja';
 import { ChatTemplateError } from './errors.ts';
+import { renderTemplate } from './jinja-render.ts';
+import { parseJsonKeepingSource } from './python-json.ts';
 import type {
   ChatMessage,
   ChatRenderOptions,
@@ -37,22 +39,31 @@ export class JinjaChatTemplate implements ChatTemplate {
   }
 
   render(messages: ChatMessage[], options: ChatRenderOptions): string {
+    // Extra variables first, so that the template's own (which the gateway refuses as kwargs) always win.
     const context: Record<string, unknown> = {
+      ...options.templateKwargs,
       messages: messages.map(toTemplateMessage),
       add_generation_prompt: options.addGenerationPrompt,
       bos_token: this.options.bosToken ?? '',
       eos_token: this.options.eosToken ?? '',
     };
-    // Templates test `if tools`: leave it undefined rather than an empty list.
-    // The JSON round trip drops undefined fields, which `tojson` would trip over.
-    if (options.tools && options.tools.length > 0) context.tools = JSON.parse(JSON.stringify(options.tools));
+    // Templates test `if tools`: leave it undefined rather than an empty list. Undefined fields are dropped
+    // (`tojson` would trip over them); the schema objects themselves are kept, they carry their JSON source.
+    if (options.tools && options.tools.length > 0) context.tools = options.tools.map(toTemplateTool);
     if (options.enableThinking !== undefined) context.enable_thinking = options.enableThinking;
     try {
-      return this.compiled.render(context);
+      return renderTemplate(this.compiled, context);
     } catch (error) {
       throw new ChatTemplateError(`chat template failed to render: ${errorMessage(error)}`);
     }
   }
+}
+
+function toTemplateTool(tool: ToolSpec): Record<string, unknown> {
+  const fn: Record<string, unknown> = { name: tool.function.name };
+  if (tool.function.description !== undefined) fn.description = tool.function.description;
+  if (tool.function.parameters !== undefined) fn.parameters = tool.function.parameters;
+  return { type: tool.type, function: fn };
 }
 
 /** Plain objects without undefined fields (Jinja's `is defined` must see them as absent); null content as ''. */
@@ -163,12 +174,13 @@ function renderToolCalls(calls: ToolCall[], hasContent: boolean): string {
 }
 
 /**
- * OpenAI sends `arguments` as JSON text. As an object it renders the way Jinja's `tojson` writes it, whatever
- * spacing the client used; text that is not a JSON object is kept as it is.
+ * OpenAI sends `arguments` as JSON text; the Python servers (vLLM) `json.loads` it into a mapping for the template,
+ * so here it is parsed keeping its number texts and key order, which `tojson` then writes as `json.dumps` would
+ * (jinja-render.ts). Text that is not a JSON object is kept as it is.
  */
 function parseArguments(args: string): Record<string, unknown> | string {
   try {
-    const value: unknown = JSON.parse(args);
+    const value: unknown = parseJsonKeepingSource(args);
     return value !== null && typeof value === 'object' && !Array.isArray(value)
       ? (value as Record<string, unknown>)
       : args;

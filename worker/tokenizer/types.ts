@@ -49,6 +49,11 @@ export interface ChatRenderOptions {
   addGenerationPrompt: boolean;
   /** Passed to templates that know it (Qwen3: `false` pre-fills an empty think block). Ignored elsewhere. */
   enableThinking?: boolean;
+  /**
+   * More variables for the template (vLLM's `chat_template_kwargs`), JSON values. Names the template's own
+   * variables use (`messages`, `tools` …) are refused at the edge; the builtin template ignores them all.
+   */
+  templateKwargs?: Readonly<Record<string, unknown>>;
 }
 
 export interface ParsedAssistantOutput {

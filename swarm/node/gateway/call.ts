@@ -8,6 +8,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { z } from 'zod';
 import type { GenerateResult } from '../../../worker/common/engine.ts';
+import { parseJsonKeepingSource } from '../../../worker/tokenizer/python-json.ts';
 import type { ChatMessage, ToolSpec } from '../../../worker/tokenizer/types.ts';
 import type { CallRecord } from '../../common/timeline/call.ts';
 import { bearerToken } from '../control/auth.ts';
@@ -43,6 +44,8 @@ export interface CallRequest {
   forceTool?: 'any' | { name: string };
   /** The template's thinking switch (Qwen3's `enable_thinking`); undefined leaves the template's default. */
   enableThinking?: boolean;
+  /** More template variables (chat completions' `chat_template_kwargs`), checked at the edge. */
+  templateKwargs?: Record<string, unknown>;
   n: number;
   wantLogprobs: boolean;
   sampling: ClientSampling;
@@ -160,9 +163,20 @@ export async function acceptCall<S extends z.ZodType<{ model: string }>>(
   const episode = await authenticateCall(ctx, apiKeyOf(req), busy);
   requireJsonContentType(req);
   const raw = await readBody(req, ctx.bodyLimit ?? GATEWAY_BODY_LIMIT);
-  const body = busy.time(() => validate(schema, parseJsonBody(raw)));
+  const body = busy.time(() => validate(schema, withToolSources(parseJsonBody(raw), raw)));
   checkModel(episode, body.model);
   return { busy, episode, body };
+}
+
+/**
+ * A body that declares tools is parsed again keeping its JSON source (python-json.ts), so that the template writes
+ * the tool schemas with the client's key order and number texts, as the Python renderer does. Only then: the
+ * keeping parser is slower than JSON.parse, and nothing else is rendered from parsed JSON.
+ */
+function withToolSources(parsed: unknown, raw: Buffer): unknown {
+  const tools = parsed !== null && typeof parsed === 'object' ? (parsed as { tools?: unknown }).tools : undefined;
+  if (!Array.isArray(tools) || tools.length === 0) return parsed;
+  return parseJsonKeepingSource(raw.toString('utf8'));
 }
 
 export function contextLengthExceeded(prompt: string, modelName: string, contextSize: number, field: string): HttpError {
@@ -182,7 +196,11 @@ export function prepareCall(episode: ActiveEpisode, request: CallRequest): Prepa
   const contextSize = engine.info.config.max_position_embeddings;
   const atLeast = promptTokensAtLeast(request.messages, tokenizer, contextSize);
   if (atLeast >= contextSize) throw contextLengthExceeded(`the prompt is at least ${atLeast} tokens`, model.name, contextSize, request.messagesField);
-  const rendered = episode.tracker.render(request.messages, { tools: request.tools, enableThinking: request.enableThinking });
+  const rendered = episode.tracker.render(request.messages, {
+    tools: request.tools,
+    enableThinking: request.enableThinking,
+    templateKwargs: request.templateKwargs,
+  });
   const thinkingOpen = endsInOpenThinkBlock(rendered.text);
   // A forced opening inside an open think block would make the call part of the reasoning: not forced then.
   const forcedPrefix = model.template.toolCallFormat === 'hermes' && request.tools && !thinkingOpen ? forcedToolCallPrefix(request.forceTool) : '';

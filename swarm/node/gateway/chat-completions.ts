@@ -6,7 +6,7 @@
  *   4. the shared call path (call.ts): context check, render by the tracker, n samples in the engine's worker
  *      thread (continuous batching there), streamed token by token or gathered into one answer;
  *   5. each sample is recorded as its own call (stored as it completes) before the client gets the last byte.
- * Beyond OpenAI's fields it takes vLLM's `chat_template_kwargs` (`enable_thinking`) and `return_token_ids`
+ * Beyond OpenAI's fields it takes vLLM's `chat_template_kwargs` (template variables, `enable_thinking` among them) and `return_token_ids`
  * (`prompt_token_ids` on the answer, `token_ids` on each choice), and returns reasoning as `reasoning_content`.
  */
 import { randomBytes } from 'node:crypto';

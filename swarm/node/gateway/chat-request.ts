@@ -4,6 +4,7 @@
  * names the field. Messages are normalized to the chat template's ChatMessage.
  */
 import { z } from 'zod';
+import { jsonSchemaObject } from '../../common/json-schema-object.ts';
 import type { ChatMessage, ToolSpec } from '../../../worker/tokenizer/types.ts';
 import type { CallRequest } from './call.ts';
 import type { ClientSampling } from './sampling.ts';
@@ -43,7 +44,7 @@ const toolSchema = z.object({
   function: z.object({
     name: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, 'tool names are 1–64 letters, digits, _ or -'),
     description: z.string().optional(),
-    parameters: z.record(z.string(), z.unknown()).optional(),
+    parameters: jsonSchemaObject.optional(),
     strict: z.boolean().nullish(),
   }),
 });
@@ -53,11 +54,47 @@ const toolChoiceSchema = z.union([
   z.object({ type: z.literal('function'), function: z.object({ name: z.string().min(1) }) }),
 ]);
 
+/** Enough variables for any template switch; more is not a template's configuration. */
+export const MAX_TEMPLATE_KWARGS = 32;
+/** The kwargs as JSON text: switches and short strings, not documents (those belong in messages). */
+export const MAX_TEMPLATE_KWARGS_BYTES = 16 * 1024;
+/** A Jinja variable name (Python identifier, ASCII), at most 64 characters. */
+const TEMPLATE_VARIABLE_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,63}$/;
 /**
- * Variables for the chat template (vLLM's `chat_template_kwargs`). `enable_thinking` is Qwen3's thinking switch;
- * the template render takes only that one today, so other variables are accepted and not yet passed on.
+ * Variables the render sets itself (HF's `apply_chat_template` and the Jinja globals): a kwarg of that name would
+ * replace the conversation or the template's own switches, so it is refused rather than silently overridden.
  */
-export const chatTemplateKwargsSchema = z.looseObject({ enable_thinking: z.boolean().optional() });
+export const RESERVED_TEMPLATE_VARIABLES: ReadonlySet<string> = new Set([
+  'messages', 'tools', 'documents', 'add_generation_prompt', 'continue_final_message',
+  'bos_token', 'eos_token', 'pad_token', 'unk_token',
+  'raise_exception', 'range', 'strftime_now', 'namespace', 'true', 'false', 'none', 'True', 'False', 'None',
+]);
+
+/**
+ * Variables for the chat template (vLLM's `chat_template_kwargs`), all passed to it. `enable_thinking` is Qwen3's
+ * thinking switch, the one typed: it takes the path the Responses and Messages APIs' thinking settings take.
+ */
+export const chatTemplateKwargsSchema = z
+  .looseObject({ enable_thinking: z.boolean().optional() })
+  .superRefine((kwargs, ctx) => {
+    const names = Object.keys(kwargs);
+    if (names.length > MAX_TEMPLATE_KWARGS) ctx.addIssue({ code: 'custom', message: `at most ${MAX_TEMPLATE_KWARGS} variables` });
+    for (const name of names) {
+      if (!TEMPLATE_VARIABLE_NAME.test(name)) ctx.addIssue({ code: 'custom', path: [name], message: 'variable names are identifiers of at most 64 letters, digits or _' });
+      else if (RESERVED_TEMPLATE_VARIABLES.has(name)) ctx.addIssue({ code: 'custom', path: [name], message: `"${name}" is set by the gateway and cannot be a template variable` });
+    }
+    if (Buffer.byteLength(JSON.stringify(kwargs)) > MAX_TEMPLATE_KWARGS_BYTES) {
+      ctx.addIssue({ code: 'custom', message: `at most ${MAX_TEMPLATE_KWARGS_BYTES} bytes of JSON` });
+    }
+  });
+
+/** The template variables besides `enable_thinking` (which travels as CallRequest.enableThinking). */
+export function templateKwargs(kwargs: z.infer<typeof chatTemplateKwargsSchema> | null | undefined): Record<string, unknown> | undefined {
+  if (!kwargs) return undefined;
+  const rest: Record<string, unknown> = { ...kwargs };
+  delete rest.enable_thinking;
+  return Object.keys(rest).length > 0 ? rest : undefined;
+}
 
 export const chatCompletionRequestSchema = z
   .object({
@@ -146,6 +183,7 @@ export function toCallRequest(req: ChatCompletionRequest): CallRequest {
     tools: toToolSpecs(req),
     forceTool: choice === 'required' ? 'any' : typeof choice === 'object' ? { name: choice.function.name } : undefined,
     enableThinking: req.chat_template_kwargs?.enable_thinking,
+    templateKwargs: templateKwargs(req.chat_template_kwargs),
     n: req.n ?? 1,
     wantLogprobs: req.logprobs === true,
     sampling: chatSampling(req),

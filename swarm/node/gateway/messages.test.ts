@@ -83,7 +83,7 @@ describe('messages with the official SDK', () => {
     expect(final.usage.input_tokens).toBe(call.promptIds.length);
     expect(final.usage.output_tokens).toBe(call.generatedIds.length);
     const text = final.content.flatMap((b) => (b.type === 'text' ? [b.text] : [])).join('');
-    expect(text.trim()).toBe(call.assistantMessage?.content ?? '');
+    expect(text).toBe(call.assistantMessage?.content ?? '');
     if (text !== '') expect(deltas).toBeGreaterThan(0);
   });
 

@@ -13,8 +13,6 @@ import { mean } from '../../common/research/stats.ts';
 import { PeerClient, PeerRequestError } from '../cli/peer-client.ts';
 import { startPeerProcess, type PeerProcess } from '../cli/peer-process.ts';
 import { PeerRuntime } from '../runtime.ts';
-import { openStoreReadOnly } from '../store/read-only.ts';
-import { dataPaths } from '../paths.ts';
 import { metricOf, readRunCurve } from './run-metrics.ts';
 
 const repoFile = (path: string) => new URL(`../../../${path}`, import.meta.url).pathname;
@@ -128,13 +126,9 @@ describe('a study on the built-in model', () => {
       // One row per arm and seed, and one training run in each run's store: nothing was started a second time.
       expect(detail.studyRuns.map((r) => `${r.arm}/${r.seed}`).sort()).toEqual(['default/1', 'default/2', 'zero/1', 'zero/2']);
       for (const run of detail.studyRuns) {
-        const db = openStoreReadOnly(dataPaths(run.dir).store);
-        try {
-          expect(db.prepare('SELECT COUNT(*) AS n FROM training_runs').get()).toEqual({ n: 1 });
-          expect(db.prepare('SELECT COUNT(*) AS n FROM train_steps WHERE reverted_at IS NULL').get()).toEqual({ n: 1 });
-        } finally {
-          db.close();
-        }
+        const curve = readRunCurve(run.dir);
+        expect(curve.runIds).toHaveLength(1);
+        expect(curve.steps).toHaveLength(1);
       }
       expect(detail.events.some((e) => e.kind === 'resume')).toBe(true);
     } finally {

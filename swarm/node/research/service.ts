@@ -20,6 +20,7 @@ import {
   notebookFindings,
   recordFinding,
   requeueInterruptedRuns,
+  setStudyPlan,
   studyEvents,
   studyRuns,
   studySummary,
@@ -247,8 +248,7 @@ export class ResearchService implements ServiceHandle {
         insertStudyEvent(this.ctx.db, row.id, 'plan', `rationale: ${plan.rationale}`);
         const study = plan.study;
         this.planners.set(row.id, { endpoint, studyValue: plan.value, baseDir: request.baseDir, budget: request.budget, maxAttempts: request.maxAttempts });
-        updateStudy(this.ctx.db, row.id, { status: 'running', spec: study as unknown as Record<string, unknown>, source: JSON.stringify(plan.value, null, 2) });
-        this.ctx.db.prepare('UPDATE studies SET name = ?, hypothesis = ? WHERE id = ?').run(study.name, study.hypothesis, row.id);
+        setStudyPlan(this.ctx.db, row.id, { name: study.name, hypothesis: study.hypothesis, spec: study as unknown as Record<string, unknown>, source: JSON.stringify(plan.value, null, 2) });
         this.planning.delete(row.id);
         this.launch(getStudy(this.ctx.db, row.id)!);
       } catch (err) {

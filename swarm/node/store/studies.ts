@@ -86,6 +86,11 @@ export function insertStudy(
   })();
 }
 
+/** A study the planner wrote: its name, hypothesis and validated plan replace the placeholders of its row. */
+export function setStudyPlan(db: Database, id: string, plan: Pick<StudyRow, 'name' | 'hypothesis' | 'spec' | 'source'>): void {
+  statement(db, "UPDATE studies SET name = ?, hypothesis = ?, spec = ?, source = ?, status = 'running' WHERE id = ?").run(plan.name, plan.hypothesis, JSON.stringify(plan.spec), plan.source, id);
+}
+
 export function getStudy(db: Database, id: string): StudyRow | undefined {
   const row = statement(db, 'SELECT * FROM studies WHERE id = ?').get(id) as StudyDbRow | undefined;
   return row ? studyFromRow(row) : undefined;

@@ -46,6 +46,8 @@ export interface RenderPromptInput {
   messages: ChatMessage[];
   tools?: ToolSpec[];
   enableThinking?: boolean;
+  /** More template variables (ChatRenderOptions.templateKwargs). */
+  templateKwargs?: Readonly<Record<string, unknown>>;
   /** The episode's earlier calls, oldest first. Empty: plain rendering, no splicing. */
   history: readonly GeneratedTurn[];
   /**
@@ -93,9 +95,9 @@ export interface RenderedPrompt {
 }
 
 export function renderPrompt(input: RenderPromptInput): RenderedPrompt {
-  const { tokenizer, template, messages, tools, enableThinking } = input;
+  const { tokenizer, template, messages, tools, enableThinking, templateKwargs } = input;
   const history = input.history.map(withForcedPrefix);
-  const text = template.render(messages, { tools, addGenerationPrompt: true, enableThinking });
+  const text = template.render(messages, { tools, addGenerationPrompt: true, enableThinking, templateKwargs });
   const turns: TurnSplice[] = [];
   const used = new Set<string>();
   const pieces = input.pieceCache ?? new PieceCache();

@@ -35,6 +35,7 @@ export type CallSink = (episodeId: string, call: CallRecord) => void;
 export interface RenderOptions {
   tools?: ToolSpec[];
   enableThinking?: boolean;
+  templateKwargs?: Readonly<Record<string, unknown>>;
 }
 
 export interface RecordCallInput {
@@ -101,6 +102,7 @@ export class EpisodeTracker {
       messages,
       tools: options.tools,
       enableThinking: options.enableThinking,
+      templateKwargs: options.templateKwargs,
       history,
       pieceCache: this.pieceCache,
     });
