@@ -13,6 +13,7 @@
  * another episode's response is a 400, an unknown one a 404. A chained call and a stateless re-send of the same
  * output items render the same prompt.
  */
+import { randomBytes } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { ChatMessage, ToolSpec } from '../../../worker/tokenizer/types.ts';
 import { functionTools, responsesRequestSchema, type ResponsesInputItem, type ResponsesRequest, type ResponsesTextPart } from '../../common/responses-api.ts';
@@ -32,30 +33,34 @@ import {
 } from './call.ts';
 import { ResponsesSseWriter, newItemId, type ResponseObject } from './responses-stream.ts';
 
-/**
- * Responses remembered for `previous_response_id`: a few hundred bytes each, so 100k covers every live episode's
- * turns on one peer; past it the oldest are forgotten (a chained call to one then gets a 404).
- */
-export const MAX_REMEMBERED_RESPONSES = 100_000;
-
 interface RememberedResponse {
-  episodeId: string;
   callId: string;
   /** Whether the call's first message was its `instructions` (left out when the conversation is continued). */
   instructions: boolean;
 }
 
-/** Response id → the call it answered. */
+/**
+ * Response id → the call it answered, kept on each episode (it goes with the episode: no peer-wide table to cap).
+ * A response id names its episode (`resp_<episode>.<random>`), so another episode's id is told from an unknown one.
+ */
 export class ResponseIndex {
-  private readonly entries = new Map<string, RememberedResponse>();
+  private readonly byEpisode = new WeakMap<ActiveEpisode, Map<string, RememberedResponse>>();
 
-  remember(id: string, entry: RememberedResponse): void {
-    if (this.entries.size >= MAX_REMEMBERED_RESPONSES) this.entries.delete(this.entries.keys().next().value!);
-    this.entries.set(id, entry);
+  newId(episode: ActiveEpisode): string {
+    return `resp_${episode.meta.id.replace(/^ep_/, '')}.${randomBytes(12).toString('base64url')}`;
   }
 
-  get(id: string): RememberedResponse | undefined {
-    return this.entries.get(id);
+  remember(episode: ActiveEpisode, id: string, entry: RememberedResponse): void {
+    let entries = this.byEpisode.get(episode);
+    if (!entries) this.byEpisode.set(episode, (entries = new Map()));
+    entries.set(id, entry);
+  }
+
+  /** The call a response of this episode answered; 'foreign' for another episode's response, undefined if unknown. */
+  lookup(episode: ActiveEpisode, id: string): RememberedResponse | 'foreign' | undefined {
+    const owner = /^resp_([A-Za-z0-9_-]+)\./.exec(id)?.[1];
+    if (owner !== undefined && `ep_${owner}` !== episode.meta.id) return 'foreign';
+    return this.byEpisode.get(episode)?.get(id);
   }
 }
 
@@ -77,7 +82,7 @@ async function answer(
   busy: BusyClock,
 ): Promise<'answered' | 'cancelled'> {
   busy.start();
-  const id = newItemId('resp');
+  const id = index.newId(episode);
   const created = Math.floor(Date.now() / 1000);
   const base = (status: string, output: unknown[] = []): ResponseObject => responseObject(body, id, created, status, output);
   let prepared: PreparedCall;
@@ -116,7 +121,7 @@ async function answer(
   const [choice] = outcome.choices;
   const truncated = choice.finishReason(outcome.results[0]) === 'length';
   const status = truncated ? 'incomplete' : 'completed';
-  index.remember(id, { episodeId: episode.meta.id, callId: outcome.records[0].callId, instructions: Boolean(body.instructions) });
+  index.remember(episode, id, { callId: outcome.records[0].callId, instructions: Boolean(body.instructions) });
   const usage = {
     input_tokens: outcome.promptTokens,
     input_tokens_details: { cached_tokens: outcome.cachedPromptTokens },
@@ -187,8 +192,8 @@ export function outputItems(message: ChatMessage, status: 'completed' | 'incompl
 /** The conversation of `previous_response_id` (its input without instructions, then its answer), or []. */
 function previousConversation(episode: ActiveEpisode, previousId: string | null | undefined, index: ResponseIndex): ChatMessage[] {
   if (!previousId) return [];
-  const entry = index.get(previousId);
-  if (entry && entry.episodeId !== episode.meta.id) {
+  const entry = index.lookup(episode, previousId);
+  if (entry === 'foreign') {
     throw new HttpError(400, 'InvalidRequestError', `previous_response_id ${previousId} belongs to another episode; responses chain only within one`, {
       field: 'previous_response_id',
       code: 'invalid_previous_response_id',
