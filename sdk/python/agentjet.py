@@ -16,6 +16,7 @@ Two ways to take part in training:
    where ``agent(episode, task)`` returns the reward (a number or {"reward": n, ...}).
 """
 import json
+import re
 import os
 import sys
 import threading
@@ -46,8 +47,15 @@ class EpisodeEnv:
         self.kind = kind
         self.episode_id = episode_id
         self.base_url = base_url
+        self.anthropic_base_url = anthropic_base_url_of(base_url)
+        # Anthropic clients take the origin (they append /v1/messages): the same gateway, the same key.
         self.api_key = api_key
         self.model = model
+
+
+def anthropic_base_url_of(base_url):
+    """The Anthropic clients' base URL for an OpenAI one: the origin, without ``/v1``."""
+    return re.sub(r"/v1/?$", "", base_url)
 
 
 def episode_from_env(role=None, env=None):
@@ -121,6 +129,7 @@ class Episode:
         self._swarm = swarm
         self.id = episode_id
         self.base_url = base_url
+        self.anthropic_base_url = anthropic_base_url_of(base_url)
         self.api_key = api_key
         self.model = model
         self.policy_version = policy_version

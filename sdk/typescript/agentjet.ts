@@ -26,9 +26,17 @@ export interface EpisodeEnv<T = Record<string, unknown>> {
   taskId: string;
   kind: 'train' | 'eval';
   episodeId: string;
+  /** OpenAI clients' base URL (`…/v1`). */
   baseUrl: string;
+  /** Anthropic clients' base URL: the origin (they append `/v1/messages`); the same gateway and key. */
+  anthropicBaseUrl: string;
   apiKey: string;
   model: string;
+}
+
+/** The Anthropic clients' base URL for an OpenAI one: the origin, without `/v1`. */
+export function anthropicBaseUrlOf(baseUrl: string): string {
+  return baseUrl.replace(/\/v1\/?$/, '');
 }
 
 export class AgentJetError extends Error {
@@ -56,6 +64,7 @@ export function episodeFromEnv<T = Record<string, unknown>>(role?: string, env: 
     kind: env.AGENTJET_EPISODE_KIND === 'eval' ? 'eval' : 'train',
     episodeId: need(`AGENTJET_EPISODE_ID${suffix}`),
     baseUrl: need(`OPENAI_BASE_URL${suffix}`),
+    anthropicBaseUrl: env[`ANTHROPIC_BASE_URL${suffix}`] ?? anthropicBaseUrlOf(need(`OPENAI_BASE_URL${suffix}`)),
     apiKey: need(`OPENAI_API_KEY${suffix}`),
     model: need(`AGENTJET_MODEL${suffix}`),
   };
@@ -76,9 +85,17 @@ export interface BeginOptions {
   teamId?: string;
 }
 
-/** One running episode: hand `baseUrl`/`apiKey`/`model` to your OpenAI client, then end or abort it. */
+/**
+ * One running episode: hand `baseUrl`/`apiKey`/`model` to your OpenAI client (Chat Completions or Responses), or
+ * `anthropicBaseUrl`/`apiKey` to an Anthropic client (Messages), then end or abort it.
+ */
 export class Episode {
   private closed = false;
+  /** Anthropic clients' base URL (the origin): they reach the same gateway with the same key. */
+  get anthropicBaseUrl(): string {
+    return anthropicBaseUrlOf(this.baseUrl);
+  }
+
   constructor(
     private readonly swarm: SwarmClient,
     readonly id: string,

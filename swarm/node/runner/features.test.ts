@@ -242,7 +242,7 @@ describe('SDK per-episode helpers', () => {
       OPENAI_API_KEY_VERIFIER: 'k',
       AGENTJET_MODEL_VERIFIER: 'm',
     };
-    expect(episodeFromEnv('verifier', env)).toMatchObject({ task: { id: 't', q: 1 }, kind: 'eval', episodeId: 'ep-v', apiKey: 'k', model: 'm' });
+    expect(episodeFromEnv('verifier', env)).toMatchObject({ task: { id: 't', q: 1 }, kind: 'eval', episodeId: 'ep-v', apiKey: 'k', model: 'm', anthropicBaseUrl: 'http://x' });
     expect(() => episodeFromEnv(undefined, env)).toThrow(expect.objectContaining({ name: 'AgentJetError' }));
   });
 });
