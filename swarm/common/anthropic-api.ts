@@ -6,7 +6,7 @@
  * anything that builds such requests.
  */
 import { z } from 'zod';
-import { jsonSchemaObject } from './json-schema-object.ts';
+import { parsedJsonObject } from './json-schema-object.ts';
 
 /** Tool names as Anthropic allows them (and as chat templates can write them back). */
 const toolName = z.string().regex(/^[A-Za-z0-9_-]{1,128}$/, 'tool names are 1–128 letters, digits, _ or -');
@@ -21,7 +21,7 @@ const toolResultContentSchema = z.union([
 
 const contentBlockSchema = z.discriminatedUnion('type', [
   anthropicTextBlockSchema,
-  z.looseObject({ type: z.literal('tool_use'), id: z.string().min(1), name: toolName, input: z.record(z.string(), z.unknown()) }),
+  z.looseObject({ type: z.literal('tool_use'), id: z.string().min(1), name: toolName, input: parsedJsonObject }),
   z.looseObject({
     type: z.literal('tool_result'),
     tool_use_id: z.string().min(1),
@@ -51,7 +51,7 @@ const toolSchema = z.looseObject({
   type: z.string().optional(),
   name: z.string().min(1),
   description: z.string().optional(),
-  input_schema: jsonSchemaObject.optional(),
+  input_schema: parsedJsonObject.optional(),
 });
 export type AnthropicTool = z.infer<typeof toolSchema>;
 

@@ -7,7 +7,7 @@
  * neither. Pure: shared by the gateway and anything that builds such requests.
  */
 import { z } from 'zod';
-import { jsonSchemaObject } from './json-schema-object.ts';
+import { parsedJsonObject } from './json-schema-object.ts';
 
 const toolName = z.string().regex(/^[A-Za-z0-9_.:-]{1,128}$/, 'tool names are 1–128 letters, digits, _ . : or -');
 
@@ -62,7 +62,7 @@ const functionToolSchema = z.looseObject({
   type: z.literal('function'),
   name: toolName,
   description: z.string().nullish(),
-  parameters: jsonSchemaObject.nullish(),
+  parameters: parsedJsonObject.nullish(),
   strict: z.boolean().nullish(),
 });
 export type ResponsesFunctionTool = z.infer<typeof functionToolSchema>;

@@ -27,6 +27,24 @@ export function jsonSourceOf(value: object): SourceJson | undefined {
   return sources.get(value);
 }
 
+/**
+ * Compact JSON text of a value, from its source where the parser kept one (numbers and key order as the client
+ * wrote them), else JSON.stringify: an object that has to travel as a string (an Anthropic `tool_use.input` becomes
+ * a tool call's `arguments`) and be parsed again loses nothing on the way.
+ */
+export function jsonTextKeepingSource(value: unknown): string {
+  const source = value !== null && typeof value === 'object' ? sources.get(value) : undefined;
+  return source === undefined ? JSON.stringify(value) : sourceText(source);
+}
+
+function sourceText(node: SourceJson): string {
+  if (node === null || typeof node === 'boolean') return String(node);
+  if (typeof node === 'string') return JSON.stringify(node);
+  if (node.kind === 'number') return node.text;
+  if (node.kind === 'array') return `[${node.items.map(sourceText).join(',')}]`;
+  return `{${[...node.entries].map(([key, item]) => `${JSON.stringify(key)}:${sourceText(item)}`).join(',')}}`;
+}
+
 export class JsonSourceSyntaxError extends Error {
   override name = 'JsonSourceSyntaxError';
 }

@@ -229,4 +229,22 @@ describe('with the Qwen3 template', () => {
     expect(prompt).toContain('"parameters": {"type": "object", "properties": {"2": {"type": "number", "minimum": 0.0}, "x": {"type": "number"}}}');
     expect(prompt).toContain('<tool_call>\n{"name": "f", "arguments": {"x": 1.0, "10": "a", "b": 2}}\n</tool_call>');
   });
+
+  it('renders an Anthropic tool_use input with the JSON the client sent, as a chat tool call\'s arguments are', async () => {
+    const episode = await peer.startEpisode();
+    const body = `{"model": "qwen3", "max_tokens": 2,
+      "tools": [{"name": "f", "input_schema": {"type": "object", "properties": {"x": {"type": "number"}}}}],
+      "messages": [{"role": "user", "content": "go"},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "c1", "name": "f", "input": {"x": 1.0, "10": "a", "b": 2}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "c1", "content": "ok"}]}]}`;
+    const res = await fetch(`${episode.baseUrl.replace(/\/v1$/, '')}/v1/messages`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-api-key': episode.apiKey, 'anthropic-version': '2023-06-01' },
+      body,
+    });
+    expect(res.status).toBe(200);
+    const { tokenizer } = peer.runtime.serving.models.models[0];
+    const [call] = getCalls(peer.runtime.db, episode.episodeId);
+    expect(tokenizer.decode(call.promptIds)).toContain('<tool_call>\n{"name": "f", "arguments": {"x": 1.0, "10": "a", "b": 2}}\n</tool_call>');
+  });
 });

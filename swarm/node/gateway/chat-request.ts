@@ -4,7 +4,7 @@
  * names the field. Messages are normalized to the chat template's ChatMessage.
  */
 import { z } from 'zod';
-import { jsonSchemaObject } from '../../common/json-schema-object.ts';
+import { parsedJsonObject } from '../../common/json-schema-object.ts';
 import type { ChatMessage, ToolSpec } from '../../../worker/tokenizer/types.ts';
 import type { CallRequest } from './call.ts';
 import type { ClientSampling } from './sampling.ts';
@@ -44,7 +44,7 @@ const toolSchema = z.object({
   function: z.object({
     name: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, 'tool names are 1–64 letters, digits, _ or -'),
     description: z.string().optional(),
-    parameters: jsonSchemaObject.optional(),
+    parameters: parsedJsonObject.optional(),
     strict: z.boolean().nullish(),
   }),
 });

@@ -14,6 +14,7 @@
 import { randomBytes } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { GenerateResult } from '../../../worker/common/engine.ts';
+import { jsonTextKeepingSource } from '../../../worker/tokenizer/python-json.ts';
 import type { ChatMessage, ToolSpec } from '../../../worker/tokenizer/types.ts';
 import {
   anthropicCountTokensRequestSchema,
@@ -244,7 +245,7 @@ function assistantMessage(content: string | AnthropicContentBlock[], index: numb
     if (block.type === 'text') texts.push(block.text);
     else if (block.type === 'thinking') reasoning.push(block.thinking);
     else if (block.type === 'tool_use') {
-      (message.tool_calls ??= []).push({ id: block.id, type: 'function', function: { name: block.name, arguments: JSON.stringify(block.input) } });
+      (message.tool_calls ??= []).push({ id: block.id, type: 'function', function: { name: block.name, arguments: jsonTextKeepingSource(block.input) } });
     } else if (block.type === 'tool_result') {
       throw new HttpError(400, 'InvalidRequestError', `messages.${index}.content.${b}: tool_result blocks belong in user messages`, {
         field: `messages.${index}.content.${b}.type`,
