@@ -65,6 +65,18 @@ describe('CompletionChoice', () => {
     expect(streamed(events, 'content')).toBe('answer ');
   });
 
+  it('keeps a forced call cut by the length limit a tool call (its arguments as generated), never text with tags', () => {
+    const c = choice({ forcedPrefix: '<tool_call>\n{"name": "calc", "arguments": ' });
+    const events = feed(c, tokenizer.encode('{"expr": "5'));
+    expect(events.filter((e) => e.type === 'content')).toEqual([]);
+    expect(c.message()).toMatchObject({ content: null, tool_calls: [{ function: { name: 'calc', arguments: '{"expr": "5' } }] });
+    expect(c.finishReason(result('length'))).toBe('length');
+    // Unforced, an unclosed block stays text, as the non-streaming parser leaves it.
+    const free = choice();
+    feed(free, tokenizer.encode('<tool_call>\n{"name": "calc", "arguments": {"expr'));
+    expect(free.message().tool_calls).toBeUndefined();
+  });
+
   it('completes a forced tool-call opening (tool_choice naming a function)', () => {
     const c = choice({ forcedPrefix: '<tool_call>\n{"name": "lookup", "arguments": ' });
     feed(c, [...tokenizer.encode('{"q": "x"}}\n</tool_call>'), IM_END_ID]);

@@ -30,6 +30,8 @@ export interface ChoiceOptions {
 }
 
 const encoder = new TextEncoder();
+/** How a forced tool call's opening begins (Hermes format, as output-stream.ts parses it). */
+const TOOL_CALL_OPEN = '<tool_call>';
 
 export function newToolCallId(): string {
   return `call_${randomBytes(12).toString('base64url')}`;
@@ -51,10 +53,17 @@ export class CompletionChoice {
   /** Generated tokens up to the one that ended the reasoning (Responses' `reasoning_tokens`). */
   private tokensThroughReasoning = 0;
   private readonly toolCalls: ToolCall[] = [];
+  /** A forced call was cut by the length limit before it closed. */
+  private cutToolCall = false;
 
   constructor(private readonly options: ChoiceOptions) {
     this.decoder = new StreamDecoder(options.tokenizer);
-    this.output = new OutputStream({ parseToolCalls: options.parseToolCalls, stopStrings: options.stopStrings, newToolCallId });
+    this.output = new OutputStream({
+      parseToolCalls: options.parseToolCalls,
+      stopStrings: options.stopStrings,
+      newToolCallId,
+      forcedToolCall: options.forcedPrefix.startsWith(TOOL_CALL_OPEN),
+    });
     this.stopIds = new Set(options.stopTokenIds);
   }
 
@@ -97,6 +106,8 @@ export class CompletionChoice {
   }
 
   finishReason(result: GenerateResult): OpenAiFinishReason {
+    // A forced call cut before it closed is a length stop, as OpenAI reports one (its arguments are incomplete).
+    if (this.cutToolCall) return 'length';
     if (this.toolCalls.length > 0) return 'tool_calls';
     // A stop string found by our own scan (text level) also ends the answer normally.
     if (result.finishReason === 'length' && !this.output.stopped) return 'length';
@@ -142,6 +153,7 @@ export class CompletionChoice {
         if (text !== '') shown.push({ type: 'reasoning', text });
       } else {
         this.toolCalls.push(event.call);
+        if (event.partial) this.cutToolCall = true;
         shown.push(event);
       }
     }

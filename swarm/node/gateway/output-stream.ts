@@ -17,7 +17,8 @@ const THINK_CLOSE = '</think>';
 export type OutputEvent =
   | { type: 'content'; text: string }
   | { type: 'reasoning'; text: string }
-  | { type: 'tool_call'; call: ToolCall };
+  /** `partial`: the forced call was cut before it closed; its arguments are what was generated (a length stop). */
+  | { type: 'tool_call'; call: ToolCall; partial?: boolean };
 
 export interface OutputStreamOptions {
   /** Parse Hermes tool-call blocks (false when the request has no tools or tool_choice is 'none'). */
@@ -25,6 +26,11 @@ export interface OutputStreamOptions {
   /** The request's stop strings: output ends before the first one. */
   stopStrings: string[];
   newToolCallId: () => string;
+  /**
+   * The prompt forced the answer to open with a tool call (`tool_choice` naming a function, or required): a block
+   * cut before it closes is still that call, with the arguments generated so far, never text with the template's tags.
+   */
+  forcedToolCall?: boolean;
 }
 
 type Mode = 'start' | 'reasoning' | 'content' | 'tool' | 'stopped';
@@ -37,6 +43,8 @@ export class OutputStream {
   private stopAt = -1;
   /** After a think block, the blank lines before the answer are dropped (as the non-streaming parser trims them). */
   private trimLeading = false;
+  /** Tool-call blocks seen so far (the first is the forced one, when the prompt forced it). */
+  private toolBlocks = 0;
 
   constructor(private readonly options: OutputStreamOptions) {}
 
@@ -77,6 +85,19 @@ export class OutputStream {
     const events = this.drain(true);
     this.mode = 'stopped';
     return events;
+  }
+
+  private forcedBlock(): boolean {
+    return Boolean(this.options.forcedToolCall) && this.toolBlocks === 0;
+  }
+
+  /** The forced call a length stop cut: its name (from the forced opening) and the arguments generated so far. */
+  private cutForcedCall(block: string): ToolCall | null {
+    const name = FORCED_NAME.exec(block)?.[1];
+    const at = ARGUMENTS_KEY.exec(block);
+    if (name === undefined) return null;
+    const partial = at ? block.slice(at.index + at[0].length) : '';
+    return { id: this.options.newToolCallId(), type: 'function', function: { name: JSON.parse(name) as string, arguments: partial } };
   }
 
   /** Index of the first stop string that ends at or after `from`, or -1. */
@@ -145,8 +166,11 @@ export class OutputStream {
         const end = close >= 0 ? close + TOOL_CLOSE.length : this.buffer.length;
         const block = this.buffer.slice(0, end);
         const parsed = parseAssistantOutput(block, 'hermes', { newToolCallId: this.options.newToolCallId });
+        const cut = parsed.toolCalls.length === 1 || close >= 0 || !this.forcedBlock() ? null : this.cutForcedCall(block);
         if (parsed.toolCalls.length === 1) events.push({ type: 'tool_call', call: parsed.toolCalls[0] });
+        else if (cut) events.push({ type: 'tool_call', call: cut, partial: true });
         else push(events, 'content', block);
+        this.toolBlocks++;
         this.buffer = this.buffer.slice(end);
         this.mode = 'content';
         progressed = true;
@@ -155,6 +179,9 @@ export class OutputStream {
     return events;
   }
 }
+
+const FORCED_NAME = /"name"\s*:\s*("(?:[^"\\]|\\.)*")/;
+const ARGUMENTS_KEY = /"arguments"\s*:\s*/;
 
 function push(events: OutputEvent[], type: 'content' | 'reasoning', text: string) {
   if (text === '') return;
