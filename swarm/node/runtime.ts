@@ -26,6 +26,7 @@ import type { ClientRunner } from './runner/runner.ts';
 import { startClientRunner } from './runner/service.ts';
 import { startResearchService, type ResearchService } from './research/service.ts';
 import { RUN_MODEL } from './research/study-run.ts';
+import { PlannerError } from './research/llm-planner.ts';
 import { NotListeningError, ServiceSet, type PeerContext, type PeerUrls } from './services.ts';
 import { openStore, schemaVersion } from './store/db.ts';
 import { abortOrphanedEpisodes } from './store/episode-recovery.ts';
@@ -200,7 +201,9 @@ export class PeerRuntime {
             training: { config: run.training, autoStart: true },
             startEngine: options.startEngine,
           }),
-        selfEndpoint: async (model) => {
+        selfEndpoint: async (wanted) => {
+          const model = wanted ?? this.serving.models.models.find((m) => m.state !== 'failed')?.name;
+          if (!model) throw new PlannerError('unreachable', 'this peer hosts no model to plan with; start it with --model, or give the planner a URL', []);
           const episode = await this.serving.episodes.create({ model, taskId: 'research-planner', kind: 'eval' });
           return { baseUrl: episode.baseUrl, apiKey: episode.apiKey, model };
         },

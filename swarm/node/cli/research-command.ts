@@ -39,7 +39,7 @@ const FLAGS_OF: Record<Subcommand, readonly string[]> = {
 };
 
 const USAGE = `agentjet research run STUDY.yaml [--detach] [--json]
-                 | ask "QUESTION" [--planner self:MODEL|URL|env] [--budget 2h] [--max-runs N] [--detach]
+                 | ask "QUESTION" [--planner self[:MODEL]|URL|env] [--budget 2h] [--max-runs N] [--detach]
                  | list [--json] | show ID [--json] | stop ID | resume ID | report ID [--out DIR]
 
 Research studies: a question answered by training runs, with a decision criterion written before any result.
@@ -48,8 +48,8 @@ Research studies: a question answered by training runs, with a decision criterio
                 runs there); progress is shown until it ends, then the decision and the report's path.
                 --detach: submit and return at once (the peer keeps running it)
   ask QUESTION  the LLM planner writes the study (validated; invalid plans are sent back with the reasons, a
-                bounded number of times), then it runs like \`run\`. --planner: self:MODEL (a model hosted on the
-                peer), an OpenAI-compatible base URL (with AGENTJET_PLANNER_MODEL, AGENTJET_PLANNER_API_KEY), or
+                bounded number of times), then it runs like \`run\`. --planner: self or self:MODEL (a model hosted
+                on the peer), an OpenAI-compatible base URL (with AGENTJET_PLANNER_MODEL, AGENTJET_PLANNER_API_KEY), or
                 env (AGENTJET_PLANNER_URL, default). --budget: wall time (90m, 2h), --max-runs: runs in all.
                 The base run defaults to the calculator agent on builtin:tiny; --script, --reward, --model, --tasks
                 (a JSONL file) change it.
@@ -145,9 +145,10 @@ function refuseFlags(values: OptionValues, sub: Subcommand): void {
 
 function plannerOf(text: string | undefined): unknown {
   if (text === undefined || text === 'env') return 'env';
+  if (text === 'self') return { self: null };
   if (text.startsWith('self:') && text.length > 5) return { self: text.slice(5) };
   if (/^https?:\/\//.test(text)) return { baseUrl: text, model: process.env.AGENTJET_PLANNER_MODEL ?? 'default', apiKey: process.env.AGENTJET_PLANNER_API_KEY ?? '' };
-  throw new UsageError(`--planner must be self:MODEL, an http(s) URL or env, got "${text}"`);
+  throw new UsageError(`--planner must be self, self:MODEL, an http(s) URL or env, got "${text}"`);
 }
 
 function budgetMinutes(text: string): number {

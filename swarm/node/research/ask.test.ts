@@ -76,6 +76,12 @@ describe('studies written by the LLM planner', () => {
     expect(detail.studyRuns).toEqual([]);
   });
 
+  it('ends a study asked of this peer\'s own model when it hosts none', async () => {
+    const created = await api.request<StudySummary>('POST', '/studies/ask', { question: 'q?', planner: { self: null }, defaults, baseDir: dataDir });
+    const detail = await settled(created.id, ['failed']);
+    expect(detail.reason).toMatch(/unreachable/);
+  });
+
   it('runs the first valid plan, its rejected attempt and rationale recorded, and stops on request', async () => {
     const endpoint = await startScriptedEndpoint([JSON.stringify({ rationale: 'x', study: { ...validStudy, concurrency: 0 } }), JSON.stringify({ rationale: 'two arms, two seeds', study: validStudy })], { apiKey: 'k' });
     try {

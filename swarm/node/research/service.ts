@@ -52,7 +52,8 @@ const askSchema = z
     /** `self`: a model hosted on this peer; `env`: AGENTJET_PLANNER_URL/MODEL/API_KEY; or an endpoint. */
     planner: z.union([
       z.literal('env'),
-      z.object({ self: z.string().min(1) }).strict(),
+      // A model hosted on this peer, by name; without one, the first the peer hosts.
+      z.object({ self: z.string().min(1).nullable() }).strict(),
       z.object({ baseUrl: z.string().url(), model: z.string().min(1), apiKey: z.string().default('') }).strict(),
     ]),
     budget: z.object({ maxRuns: z.number().int().min(1).max(1000).optional(), maxWallMinutes: z.number().positive().optional() }).strict().default({}),
@@ -66,7 +67,7 @@ const askSchema = z
 export interface ResearchServiceOptions {
   startPeer: StartRunPeer;
   /** An OpenAI-compatible endpoint for a model hosted on this peer (an eval episode's key), for `planner: self`. */
-  selfEndpoint: (model: string) => Promise<PlannerEndpoint>;
+  selfEndpoint: (model: string | undefined) => Promise<PlannerEndpoint>;
 }
 
 export class ResearchService implements ServiceHandle {
@@ -270,8 +271,8 @@ export class ResearchService implements ServiceHandle {
       if (!endpoint) throw new PlannerError('unreachable', 'no planner configured: set AGENTJET_PLANNER_URL (and AGENTJET_PLANNER_MODEL, AGENTJET_PLANNER_API_KEY) in the peer\'s environment', []);
       return endpoint;
     }
-    if ('self' in planner) return this.options.selfEndpoint(planner.self);
-    return planner;
+    if ('baseUrl' in planner) return planner;
+    return this.options.selfEndpoint(planner.self ?? undefined);
   }
 
   private addRoutes(control: ControlRouter): void {
@@ -312,8 +313,8 @@ export class ResearchService implements ServiceHandle {
 
 function plannerLabel(planner: z.output<typeof askSchema>['planner']): string {
   if (planner === 'env') return 'LLM (AGENTJET_PLANNER_URL)';
-  if ('self' in planner) return `LLM (model ${planner.self} on this peer)`;
-  return `LLM (${planner.model} at ${planner.baseUrl})`;
+  if ('baseUrl' in planner) return `LLM (${planner.model} at ${planner.baseUrl})`;
+  return `LLM (${planner.self ? `model ${planner.self}` : 'a model'} on this peer)`;
 }
 
 export function startResearchService(ctx: PeerContext, options: ResearchServiceOptions): ResearchService {
