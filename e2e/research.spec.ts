@@ -58,3 +58,49 @@ test('a submitted study shows in the list as running, opens, and stops from its 
   await expect(page.getByTestId('study-resume')).toBeEnabled({ timeout: 30_000 });
   await expect(page.getByTestId('study-action-error')).toHaveCount(0);
 });
+
+/** One optimizer step per run on the smallest batch, four held-out tasks: the quickest study that finishes. */
+function quickStudy(): string {
+  return `name: quick
+question: Does one step at the default rate beat a rate of 0?
+hypothesis: Perhaps; one step is little.
+decision: { kind: difference, better: default, than: zero, minDifference: 0 }
+base:
+  model: builtin:tiny
+  script: ${path.join(REPO_ROOT, 'examples', 'calculator', 'agent.ts')}
+  reward: ${path.join(REPO_ROOT, 'examples', 'calculator', 'reward.ts')}
+  tasks: { calculator: { train: 100, eval: 4, seed: 7 } }
+  training: { batchTasks: 1, groupSize: 2 }
+  evalConcurrency: 4
+metric: { kind: final-eval-success }
+stages:
+  - name: main
+    steps: 1
+    seeds: 2
+    arms:
+      - { name: zero, training: { train: { learningRate: 0 } } }
+      - { name: default }
+concurrency: 2
+`;
+}
+
+test('a finished study shows its arms, curves, decision, threats and report', async ({ page, peer, openUi }) => {
+  test.setTimeout(600_000);
+  const response = await fetch(`${peer.apiUrl}/studies`, {
+    method: 'POST',
+    headers: { Authorization: `Bearer ${peer.token}`, 'Content-Type': 'application/json' },
+    body: JSON.stringify({ text: quickStudy(), baseDir: STUDIES_DIR }),
+  });
+  expect(response.status).toBe(201);
+  const study = (await response.json()) as StudySummary;
+  await openUi();
+  await page.goto(`${peer.uiUrl.split('#')[0]}#/research/${encodeURIComponent(study.id)}&token=${peer.token}`);
+  await expect(page.getByTestId('study-page')).toBeVisible();
+  await expect(page.getByTestId('study-decision-panel')).toBeVisible({ timeout: 540_000 });
+  await expect(page.getByTestId('study-arm-row')).toHaveCount(2);
+  await expect(page.getByTestId('study-decision-statement')).toContainText('default − zero');
+  await expect(page.getByTestId('study-threats')).toContainText('Few seeds');
+  await expect(page.getByTestId('study-chart-reward')).toBeVisible();
+  await expect(page.getByTestId('study-run-row')).toHaveCount(4);
+  await expect(page.locator('[data-testid="study-run-row"][data-status="done"]')).toHaveCount(4);
+});
