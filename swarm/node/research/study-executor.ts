@@ -76,6 +76,8 @@ export type LiveProgress = Map<string, StudyRunProgress>;
 export class StudyExecutor {
   readonly live: LiveProgress = new Map();
   private readonly controller = new AbortController();
+  /** Settles when the study is stopped or the peer stops: one listener for the life of the study, not one per wait. */
+  private readonly aborted = new Promise<void>((resolve) => this.controller.signal.addEventListener('abort', () => resolve(), { once: true }));
   private stopRequested = false;
   private readonly startedAt = Date.now();
   private running: Promise<void> | undefined;
@@ -175,7 +177,7 @@ export class StudyExecutor {
       }
       // Nothing running and nothing that can start: the strategy is done, or waits on runs that can never finish.
       if (inFlight.size === 0) return true;
-      await Promise.race([...inFlight.values(), new Promise((resolve) => this.controller.signal.addEventListener('abort', resolve, { once: true }))]);
+      await Promise.race([...inFlight.values(), this.aborted]);
     }
   }
 
