@@ -23,3 +23,8 @@ export function dataPaths(dataDir: string) {
   };
 }
 export type DataPaths = ReturnType<typeof dataPaths>;
+
+/** A study's folder (its runs' data dirs, task files, report): `<dataDir>/studies/<id>`. */
+export function studyDir(dataDir: string, studyId: string): string {
+  return join(dataDir, 'studies', studyId.replace(/[^A-Za-z0-9._-]/g, '_'));
+}

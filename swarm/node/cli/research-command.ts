@@ -4,17 +4,18 @@
  * one this command starts for the study (headless, stopped when the study ends; a study cut short by Ctrl-C
  * resumes at the next start of a peer on that data dir). list, show and report read a stopped peer's store too.
  */
-import { readFileSync } from 'node:fs';
+import { mkdirSync, readFileSync } from 'node:fs';
 import { dirname, extname, resolve } from 'node:path';
 import type { Database } from 'better-sqlite3';
 import type { StudyDetail, StudySummary } from '../../common/research-api.ts';
 import { PeerRuntime } from '../runtime.ts';
 import { textTable } from '../report/run-format.ts';
 import { parseStudyText } from '../research/study-file.ts';
-import { getStudy, listStudies, studyEvents, studyRuns, studySummary } from '../store/studies.ts';
-import { writeStudyReport } from '../research/study-report.ts';
+import { getStudy, listStudies, studyDetail, studySummary } from '../store/studies.ts';
+import { readStudyReportInput, writeStudyReport } from '../research/study-report.ts';
 import { UsageError, type Command, type OptionValues } from './command.ts';
 import { dataDirOf, openOfflineStore, peerOrOffline } from './offline-store.ts';
+import { studyDir } from '../paths.ts';
 import { dataDirOption, PeerClient } from './peer-client.ts';
 import { ProgressBar } from './progress.ts';
 
@@ -259,8 +260,10 @@ async function withStudies(values: OptionValues, use: (read: StudyReads) => Prom
       detail: (id) => client.get<StudyDetail>(`/studies/${encodeURIComponent(id)}`),
       report: async (id, dir) => {
         const detail = await client.get<StudyDetail>(`/studies/${encodeURIComponent(id)}`);
-        const out = dir ?? resolve(access.dataDir, 'studies', detail.id.replace(/[^A-Za-z0-9._-]/g, '_'));
-        // The peer writes the report into the study's folder as it answers.
+        const out = dir ?? studyDir(access.dataDir, detail.id);
+        mkdirSync(out, { recursive: true });
+        // report.html holds the plots inline, so the pair stands alone wherever it is written.
+        await client.download(`/studies/${encodeURIComponent(id)}/report.html`, resolve(out, 'report.html'));
         await client.download(`/studies/${encodeURIComponent(id)}/report.md`, resolve(out, 'report.md'));
         return resolve(out, 'report.md');
       },
@@ -282,22 +285,10 @@ function offlineReads(db: Database, dataDir: string): StudyReads {
   const find = (id: string) => getStudy(db, id) ?? missing(id);
   return {
     list: async () => listStudies(db).map((s) => studySummary(db, s)),
-    detail: async (id) => {
-      const study = find(id);
-      return {
-        ...studySummary(db, study),
-        hypothesis: study.hypothesis,
-        spec: study.spec,
-        source: study.source,
-        studyRuns: studyRuns(db, id).map(({ studyId: _s, plan: _p, curve: _c, ...run }) => ({ ...run, runStep: 0, phase: null })),
-        events: studyEvents(db, id),
-        analysis: study.analysis,
-      };
-    },
+    detail: async (id) => studyDetail(db, find(id)),
     report: async (id, dir) => {
       const study = find(id);
-      const out = dir ?? resolve(dataDir, 'studies', study.id.replace(/[^A-Za-z0-9._-]/g, '_'));
-      return writeStudyReport({ study, runs: studyRuns(db, id), events: studyEvents(db, id), analysis: study.analysis }, out);
+      return writeStudyReport(readStudyReportInput(db, study), dir ?? studyDir(dataDir, study.id));
     },
   };
 }

@@ -4,13 +4,14 @@
  * a stop of the peer resume at its next start. A study written by the LLM planner (`POST /api/studies/ask`) is
  * planned in the background; the study never runs a plan that did not validate.
  */
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { z } from 'zod';
 import type { StudyAnalysis, StudyDetail } from '../../common/research-api.ts';
 import { ControlRouter } from '../control/routes.ts';
 import { conflict, HttpError, notFound } from '../http/errors.ts';
 import { readValidated, sendJson } from '../http/respond.ts';
+import { studyDir } from '../paths.ts';
 import type { PeerContext, ServiceHandle } from '../services.ts';
 import {
   getStudy,
@@ -21,8 +22,7 @@ import {
   recordFinding,
   requeueInterruptedRuns,
   setStudyPlan,
-  studyEvents,
-  studyRuns,
+  studyDetail,
   studySummary,
   unfinishedStudies,
   updateStudy,
@@ -31,7 +31,7 @@ import {
 import { endpointFromEnvironment, planStudy, PlannerError, proposeNextStage, type PlannerBudget, type PlannerEndpoint } from './llm-planner.ts';
 import { STOPPED_BY_REQUEST, StudyExecutor } from './study-executor.ts';
 import { parseStudyText, StudyFileError, type Study } from './study-file.ts';
-import { writeStudyReport } from './study-report.ts';
+import { readStudyReportInput, renderStudyReport, writeStudyReport } from './study-report.ts';
 import type { StartRunPeer } from './study-run.ts';
 
 /** A study file of more than this is not a study (the largest shipped one is 2 kB). */
@@ -136,20 +136,7 @@ export class ResearchService implements ServiceHandle {
 
   detail(id: string): StudyDetail {
     const study = this.study(id);
-    const live = this.executors.get(study.id)?.live;
-    return {
-      ...studySummary(this.ctx.db, study),
-      hypothesis: study.hypothesis,
-      spec: study.spec,
-      source: study.source,
-      studyRuns: studyRuns(this.ctx.db, study.id).map(({ studyId: _s, plan: _p, curve: _c, ...run }) => ({
-        ...run,
-        runStep: live?.get(run.id)?.runStep ?? 0,
-        phase: live?.get(run.id)?.phase ?? null,
-      })),
-      events: studyEvents(this.ctx.db, study.id),
-      analysis: study.analysis,
-    };
+    return studyDetail(this.ctx.db, study, this.executors.get(study.id)?.live);
   }
 
   async close(): Promise<void> {
@@ -165,7 +152,7 @@ export class ResearchService implements ServiceHandle {
   }
 
   private studyDir(id: string): string {
-    return join(this.ctx.paths.dataDir, 'studies', id.replace(/[^A-Za-z0-9._-]/g, '_'));
+    return studyDir(this.ctx.paths.dataDir, id);
   }
 
   private launch(row: StudyRow): void {
@@ -191,7 +178,7 @@ export class ResearchService implements ServiceHandle {
   private finished(id: string): void {
     const study = getStudy(this.ctx.db, id)!;
     try {
-      writeStudyReport({ study, runs: studyRuns(this.ctx.db, id), events: studyEvents(this.ctx.db, id), analysis: study.analysis }, this.studyDir(id));
+      writeStudyReport(readStudyReportInput(this.ctx.db, study), this.studyDir(id));
     } catch (err) {
       this.ctx.log.warn('study report not written', { study: id, error: (err as Error).message });
     }
@@ -298,11 +285,10 @@ export class ResearchService implements ServiceHandle {
     });
     control.post('/api/studies/:id/resume', (_req, res, { params }) => sendJson(res, 200, studySummary(db, this.resume(params.id))));
     for (const [format, type] of [['md', 'text/markdown'], ['html', 'text/html']] as const) {
+      // Rendered as asked, so a running study's report is current; the files are written when a study ends.
       control.get(`/api/studies/:id/report.${format}`, (_req, res, { params }) => {
-        const study = this.study(params.id);
-        const dir = this.studyDir(study.id);
-        writeStudyReport({ study, runs: studyRuns(db, study.id), events: studyEvents(db, study.id), analysis: study.analysis }, dir);
-        const text = readFileSync(join(dir, `report.${format}`), 'utf8');
+        const report = renderStudyReport(readStudyReportInput(db, this.study(params.id)));
+        const text = format === 'md' ? report.markdown : report.html;
         res.writeHead(200, { 'content-type': `${type}; charset=utf-8`, 'content-length': Buffer.byteLength(text) });
         res.end(text);
       });

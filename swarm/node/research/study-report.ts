@@ -4,14 +4,14 @@
  * with its interval, learning curves as mean ± 95% band over seeds (SVG), the threats to validity, the events, and
  * every run with the command that opens it.
  */
-import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import type { Database } from 'better-sqlite3';
 import { lineChartSvg, type Series } from '../../common/charts/svg-chart.ts';
 import { formatParamValue } from '../../common/research/search/space.ts';
 import type { ArmAnalysis, BandPoint, StudyAnalysis, StudyEvent } from '../../common/research-api.ts';
 import { writeFileAtomic } from '../atomic-file.ts';
 import { markdownTable, NONE, num3 } from '../report/run-format.ts';
-import type { StudyRow, StudyRunRow } from '../store/studies.ts';
+import { studyEvents, studyRuns, type StudyRow, type StudyRunRow } from '../store/studies.ts';
 
 export interface StudyReportInput {
   study: StudyRow;
@@ -25,13 +25,31 @@ const PLOTS = [
   { file: 'eval.svg', title: 'Held-out success (mean ± 95% band over seeds)', yLabel: 'success', band: (a: ArmAnalysis) => a.evalBand },
 ] as const;
 
+/** What a report is made of, read from the store. */
+export function readStudyReportInput(db: Database, study: StudyRow): StudyReportInput {
+  return { study, runs: studyRuns(db, study.id), events: studyEvents(db, study.id), analysis: study.analysis };
+}
+
+export interface RenderedStudyReport {
+  markdown: string;
+  /** The same page with the plots inline. */
+  html: string;
+  plots: { file: string; svg: string }[];
+}
+
+/** The report in memory (what the control API answers for a study, finished or not). */
+export function renderStudyReport(input: StudyReportInput): RenderedStudyReport {
+  const plots = studyPlots(input.analysis);
+  const markdown = studyReportMarkdown(input, plots.map((p) => p.file));
+  return { markdown, html: reportHtml(input.study.name, markdown, plots), plots };
+}
+
 /** Writes report.md, report.html and the plots into `dir`; returns report.md's path. */
 export function writeStudyReport(input: StudyReportInput, dir: string): string {
-  const plots = studyPlots(input.analysis);
+  const { markdown, html, plots } = renderStudyReport(input);
   for (const plot of plots) writeFileAtomic(join(dir, plot.file), plot.svg);
-  const markdown = studyReportMarkdown(input, plots.map((p) => p.file));
   writeFileAtomic(join(dir, 'report.md'), markdown);
-  writeFileAtomic(join(dir, 'report.html'), reportHtml(input.study.name, markdown, dir));
+  writeFileAtomic(join(dir, 'report.html'), html);
   return join(dir, 'report.md');
 }
 
@@ -120,18 +138,14 @@ export function studyReportMarkdown(input: StudyReportInput, plotFiles: readonly
 }
 
 /** The Markdown as a standalone page: the text preformatted, each plot inline (a browser needs nothing else). */
-function reportHtml(title: string, markdown: string, dir: string): string {
+function reportHtml(title: string, markdown: string, plots: readonly { file: string; svg: string }[]): string {
   const escape = (text: string) => text.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
+  const svgOf = new Map(plots.map((p) => [p.file, p.svg]));
   const body = markdown
     .split('\n')
     .map((line) => {
-      const image = /^!\[[^\]]*\]\(([^)]+)\)$/.exec(line);
-      if (!image) return escape(line);
-      try {
-        return `</pre>${readFileSync(join(dir, image[1]), 'utf8')}<pre>`;
-      } catch {
-        return escape(line);
-      }
+      const svg = svgOf.get(/^!\[[^\]]*\]\(([^)]+)\)$/.exec(line)?.[1] ?? '');
+      return svg === undefined ? escape(line) : `</pre>${svg}<pre>`;
     })
     .join('\n');
   return `<!doctype html><html><head><meta charset="utf-8"><title>${escape(title)}</title><style>body{font:14px system-ui,sans-serif;max-width:1100px;margin:2em auto}pre{white-space:pre-wrap}</style></head><body><pre>${body}</pre></body></html>\n`;

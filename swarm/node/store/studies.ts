@@ -5,7 +5,17 @@
  */
 import type { Database } from 'better-sqlite3';
 import type { DecisionResult } from '../../common/research/decision.ts';
-import type { NotebookFinding, StudyAnalysis, StudyEvent, StudyRunCurve, StudyRunRecord, StudyRunStatus, StudyStatus, StudySummary } from '../../common/research-api.ts';
+import type {
+  NotebookFinding,
+  StudyAnalysis,
+  StudyDetail,
+  StudyEvent,
+  StudyRunCurve,
+  StudyRunRecord,
+  StudyRunStatus,
+  StudyStatus,
+  StudySummary,
+} from '../../common/research-api.ts';
 import { statement } from './statements.ts';
 
 export interface StudyRow {
@@ -267,5 +277,22 @@ export function studySummary(db: Database, study: StudyRow): StudySummary {
     decision: study.decision?.outcome ?? null,
     createdAt: study.createdAt,
     endedAt: study.endedAt,
+  };
+}
+
+/** A study as the API shows it; `live` gives the phase and step of its running runs (none for a stopped peer). */
+export function studyDetail(db: Database, study: StudyRow, live?: ReadonlyMap<string, Pick<StudyRunRecord, 'runStep' | 'phase'>>): StudyDetail {
+  return {
+    ...studySummary(db, study),
+    hypothesis: study.hypothesis,
+    spec: study.spec,
+    source: study.source,
+    studyRuns: studyRuns(db, study.id).map(({ studyId: _s, plan: _p, curve: _c, ...run }) => ({
+      ...run,
+      runStep: live?.get(run.id)?.runStep ?? 0,
+      phase: live?.get(run.id)?.phase ?? null,
+    })),
+    events: studyEvents(db, study.id),
+    analysis: study.analysis,
   };
 }
