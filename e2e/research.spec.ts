@@ -7,6 +7,7 @@ import path from 'node:path';
 import type { StudySummary } from '../swarm/common/research-api.ts';
 import { expect, test } from './fixtures.ts';
 import { REPO_ROOT } from './support/peer.ts';
+import { quickStudyText } from '../swarm/node/research/testing/quick-study.ts';
 
 test.describe.configure({ mode: 'serial' });
 
@@ -59,30 +60,13 @@ test('a submitted study shows in the list as running, opens, and stops from its 
   await expect(page.getByTestId('study-action-error')).toHaveCount(0);
 });
 
-/** One optimizer step per run on the smallest batch, four held-out tasks: the quickest study that finishes. */
-function quickStudy(): string {
-  return `name: quick
-question: Does one step at the default rate beat a rate of 0?
-hypothesis: Perhaps; one step is little.
-decision: { kind: difference, better: default, than: zero, minDifference: 0 }
-base:
-  model: builtin:tiny
-  script: ${path.join(REPO_ROOT, 'examples', 'calculator', 'agent.ts')}
-  reward: ${path.join(REPO_ROOT, 'examples', 'calculator', 'reward.ts')}
-  tasks: { calculator: { train: 100, eval: 4, seed: 7 } }
-  training: { batchTasks: 1, groupSize: 2 }
-  evalConcurrency: 4
-metric: { kind: final-eval-success }
-stages:
-  - name: main
-    steps: 1
-    seeds: 2
-    arms:
-      - { name: zero, training: { train: { learningRate: 0 } } }
-      - { name: default }
-concurrency: 2
-`;
-}
+const quickStudy = () =>
+  quickStudyText({
+    name: 'quick',
+    question: 'Does one step at the default rate beat a rate of 0?',
+    hypothesis: 'Perhaps; one step is little.',
+    decision: '{ kind: difference, better: default, than: zero, minDifference: 0 }',
+  });
 
 test('a finished study shows its arms, curves, decision, threats and report', async ({ page, peer, openUi }) => {
   test.setTimeout(600_000);

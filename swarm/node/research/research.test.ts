@@ -14,37 +14,20 @@ import { PeerClient, PeerRequestError } from '../cli/peer-client.ts';
 import { startPeerProcess, type PeerProcess } from '../cli/peer-process.ts';
 import { PeerRuntime } from '../runtime.ts';
 import { metricOf, readRunCurve } from './run-metrics.ts';
-
-const repoFile = (path: string) => new URL(`../../../${path}`, import.meta.url).pathname;
+import { quickStudyText } from './testing/quick-study.ts';
 
 /**
- * One optimizer step per run on the smallest batch (one group of two), four held-out tasks: the fewest episodes a
- * run can be made of. The criterion asks for a held-out success of at least 10, which even the widest interval of two
- * shares (mean + t(0.975, 1) · sd / √2 ≤ 6.9) cannot reach, so the decision (not-met) does not depend on how the runs' sampling went — what the resume test compares.
+ * The criterion asks for a held-out success of at least 10, which even the widest interval of two shares
+ * (mean + t(0.975, 1) · sd / √2 ≤ 6.9) cannot reach, so the decision (not-met) does not depend on how the runs'
+ * sampling went — what the resume test compares.
  */
-function studyText(name: string): string {
-  return `name: ${name}
-question: Can a run of one step reach a held-out success of 10?
-hypothesis: It cannot; success is a share.
-decision: { kind: threshold, arm: zero, atLeast: 10 }
-base:
-  model: builtin:tiny
-  script: ${repoFile('examples/calculator/agent.ts')}
-  reward: ${repoFile('examples/calculator/reward.ts')}
-  tasks: { calculator: { train: 200, eval: 4, seed: 7 } }
-  training: { batchTasks: 1, groupSize: 2 }
-  evalConcurrency: 4
-metric: { kind: final-eval-success }
-stages:
-  - name: main
-    steps: 1
-    seeds: 2
-    arms:
-      - { name: zero, training: { train: { learningRate: 0 } } }
-      - { name: default, training: {} }
-concurrency: 2
-`;
-}
+const studyText = (name: string) =>
+  quickStudyText({
+    name,
+    question: 'Can a run of one step reach a held-out success of 10?',
+    hypothesis: 'It cannot; success is a share.',
+    decision: '{ kind: threshold, arm: zero, atLeast: 10 }',
+  });
 
 const dirs: string[] = [];
 const tempDir = (prefix: string) => {
@@ -94,6 +77,10 @@ describe('a study on the built-in model', () => {
       const report = readFileSync(join(dataDir, 'studies', created.id, 'report.md'), 'utf8');
       for (const arm of detail.analysis!.arms) expect(report).toContain(arm.mean!.toFixed(3));
       expect(report).toContain('NOT-MET');
+      // The control API renders the same report, as Markdown and as a page (one step per run: no curve to plot).
+      const served = (format: string) => fetch(`${runtime.urls.api}/studies/${created.id}/report.${format}`, { headers: { authorization: `Bearer ${runtime.token}` } }).then((r) => r.text());
+      expect(await served('md')).toBe(report);
+      expect(await served('html')).toMatch(/^<!doctype html>[\s\S]*NOT-MET/);
       const findings = (await api.get<{ findings: { studyId: string; decision: string }[] }>('/notebook')).findings;
       expect(findings).toEqual([expect.objectContaining({ studyId: created.id, decision: 'not-met' })]);
     } finally {
