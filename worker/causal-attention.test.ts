@@ -3,6 +3,7 @@ import * as tf from '@tensorflow/tfjs';
 import { selectBackend } from './backend.ts';
 import { attentionBlockSize, causalAttention } from './causal-attention.ts';
 import { seededRandom } from './model.ts';
+import { ancestorRanges, buildPrefixTree } from './prefix-tree.ts';
 
 const rand = seededRandom(11);
 const randTensor = (shape: number[]) => tf.tensor(Array.from({ length: shape.reduce((a, b) => a * b, 1) }, () => rand() * 2 - 1), shape);
@@ -58,5 +59,64 @@ describe('causal attention (2-D matmuls, hand-written gradient, query blocks)', 
     const block = attentionBlockSize(6144, 2);
     expect(block).toBeLessThan(6144);
     expect(block * 2 * 6144).toBeLessThanOrEqual(1 << 22);
+  });
+});
+
+describe('tree attention (each position sees its ancestors: a packed prefix tree)', () => {
+  // A trie of five samples: a 9-token trunk, branches at depths 9, 4 and 11, one sample identical to another, and a
+  // root of its own; 38 nodes in depth-first order.
+  const trunk = [1, 2, 3, 4, 5, 6, 7, 8, 9];
+  const sampleTokens = [
+    [...trunk, 20, 21, 22, 23],
+    [...trunk, 30, 31],
+    [...trunk.slice(0, 4), 40, 41, 42, 43, 44],
+    [...trunk, 20, 21, 50, 51, 52],
+    [60, 61, 62, 63, 64, 65, 66],
+    [...trunk, 30, 31],
+  ];
+  const tree = buildPrefixTree(sampleTokens.map((tokens) => ({ tokens, lossMask: tokens.map(() => 0), advantages: tokens.map(() => 0), oldLogprobs: tokens.map(() => 0) })));
+  const t = tree.ids.length;
+  const [g, rep, hd] = [2, 2, 8];
+  const q = randTensor([g, t * rep, hd]) as tf.Tensor3D;
+  const k = randTensor([g, t, hd]) as tf.Tensor3D;
+  const v = randTensor([g, t, hd]) as tf.Tensor3D;
+  const dyWeights = randTensor([g, t * rep, hd]);
+  const gradsOf = (f: (q: tf.Tensor3D, k: tf.Tensor3D, v: tf.Tensor3D) => tf.Tensor3D) =>
+    tf.grads((a: tf.Tensor, b: tf.Tensor, c: tf.Tensor) => tf.sum(tf.mul(f(a as tf.Tensor3D, b as tf.Tensor3D, c as tf.Tensor3D), dyWeights)))([q, k, v]);
+
+  /** The textbook formula with a full ancestor mask built from parent links alone. */
+  function ancestorMaskAttention(qa: tf.Tensor3D, ka: tf.Tensor3D, va: tf.Tensor3D): tf.Tensor3D {
+    const mask = new Float32Array(t * rep * t).fill(-1e9);
+    for (let i = 0; i < t; i++) {
+      for (let j = i; j >= 0; j = tree.parent[j]) for (let r = 0; r < rep; r++) mask[(i * rep + r) * t + j] = 0;
+    }
+    return tf.matMul(tf.softmax(tf.add(tf.matMul(qa, ka, false, true), tf.tensor2d(mask, [t * rep, t]))), va);
+  }
+
+  it('packs shared prefixes once and finds each node\'s ancestors as a few ranges', () => {
+    expect(t).toBe(9 + 4 + 2 + 5 + 3 + 7);
+    const last = tree.ids.indexOf(52);
+    expect(ancestorRanges(tree, last).reduce((a, r) => a + r.end - r.start, 0)).toBe(tree.depth[last] + 1);
+    expect(ancestorRanges(tree, last)).toHaveLength(2); // the trunk + 20 21 chain, then the 50 51 52 branch
+  });
+
+  it('equals the ancestor-masked formula, values and gradients, in any block size', () => {
+    const want = ancestorMaskAttention(q, k, v);
+    const wantGrads = gradsOf(ancestorMaskAttention);
+    for (const blockSize of [undefined, t, 1, 3, 5, 8]) {
+      expect(maxDiff(causalAttention(q, k, v, blockSize, tree), want), `block ${blockSize}`).toBeLessThan(1e-5);
+      const got = gradsOf((a, b, c) => causalAttention(a, b, c, blockSize, tree));
+      for (let i = 0; i < 3; i++) expect(maxDiff(got[i], wantGrads[i]), `block ${blockSize}, grad ${i}`).toBeLessThan(1e-4);
+    }
+  });
+
+  it('differs from causal attention over the same packed sequence (the mask matters)', () => {
+    expect(maxDiff(causalAttention(q, k, v, t, tree), causalAttention(q, k, v, t))).toBeGreaterThan(1e-2);
+  });
+
+  it('of one chain is causal attention', () => {
+    const chain = buildPrefixTree([{ tokens: trunk, lossMask: trunk.map(() => 0), advantages: trunk.map(() => 0), oldLogprobs: trunk.map(() => 0) }]);
+    const [qc, kc, vc] = [randTensor([g, 9 * rep, hd]), randTensor([g, 9, hd]), randTensor([g, 9, hd])] as tf.Tensor3D[];
+    for (const blockSize of [9, 2]) expect(maxDiff(causalAttention(qc, kc, vc, blockSize, chain), causalAttention(qc, kc, vc, blockSize))).toBeLessThan(1e-6);
   });
 });

@@ -17,9 +17,15 @@
  * Layout: a group is one (row of the batch, kv head) pair; its query rows are the rep = H / KVH query heads that
  * share that kv head, ordered position-major (row i·rep + r is position i, head r), so a block of positions is a
  * contiguous block of rows. Queries come pre-scaled by 1/sqrt(hd).
+ *
+ * Tree attention (worker/prefix-tree.ts): a packed prefix tree is one sequence in depth-first order in which each
+ * position sees its ancestors and itself. A query block's keys are the union of its queries' ancestors — a few
+ * contiguous ranges — gathered on the host like the causal block's [0, t1), so keys no query of the block sees are
+ * never multiplied; the mask hides the rest. Causal attention is the one-chain case of the same code.
  */
 import * as tf from '@tensorflow/tfjs';
 import { readsSyncOnActiveBackend } from './backend.ts';
+import { ancestorRanges, type PositionRange, type TreeLayout } from './prefix-tree.ts';
 
 /** Score elements (block rows × keys) one block may hold: 4M floats = 16 MB per score matrix. */
 const SCORE_BUDGET = 1 << 22;
@@ -34,7 +40,7 @@ export function attentionBlockSize(t: number, rep: number): number {
 
 /** Additive causal mask for query positions [t0, t1) × rep heads against keys [0, t1): [(t1 − t0)·rep, t1]. */
 const maskCache = new Map<string, Float32Array>();
-function blockMask(t0: number, t1: number, rep: number): Float32Array {
+function causalMask(t0: number, t1: number, rep: number): Float32Array {
   const key = `${t0}:${t1}:${rep}`;
   let m = maskCache.get(key);
   if (!m) {
@@ -42,7 +48,7 @@ function blockMask(t0: number, t1: number, rep: number): Float32Array {
     for (let i = t0; i < t1; i++) {
       for (let r = 0; r < rep; r++) {
         const row = ((i - t0) * rep + r) * t1;
-        for (let j = i + 1; j < t1; j++) m[row + j] = -1e9; // -1e9 rather than -inf keeps softmax NaN-free
+        for (let j = i + 1; j < t1; j++) m[row + j] = HIDDEN;
       }
     }
     if (maskCache.size >= 64) maskCache.clear(); // long sequences have many blocks: keep the cache small
@@ -51,15 +57,129 @@ function blockMask(t0: number, t1: number, rep: number): Float32Array {
   return m;
 }
 
+/** The additive mask value of a key a query does not see: -1e9 rather than -inf keeps softmax NaN-free. */
+const HIDDEN = -1e9;
+
+/**
+ * A query block: positions [t0, t1), the keys they may see as ascending disjoint ranges (causal: [0, t1); tree: the
+ * union of the queries' ancestors, so blocks of keys no query sees are never computed), and the additive mask
+ * [(t1 − t0)·rep, keyCount] over those keys.
+ */
 interface Block {
   t0: number;
   t1: number;
+  keys: PositionRange[];
+  keyCount: number;
+  mask: () => Float32Array;
 }
 
-function blocksOf(t: number, blockSize: number): Block[] {
+function causalBlocks(t: number, blockSize: number, rep: number): Block[] {
   const out: Block[] = [];
-  for (let t0 = 0; t0 < t; t0 += blockSize) out.push({ t0, t1: Math.min(t, t0 + blockSize) });
+  for (let t0 = 0; t0 < t; t0 += blockSize) {
+    const t1 = Math.min(t, t0 + blockSize);
+    out.push({ t0, t1, keys: [{ start: 0, end: t1 }], keyCount: t1, mask: () => causalMask(t0, t1, rep) });
+  }
   return out;
+}
+
+/** Keys of a tree block: the union of its queries' ancestor ranges, ascending and disjoint. */
+function unionOfAncestors(layout: TreeLayout, t0: number, t1: number): PositionRange[] {
+  const all: PositionRange[] = [];
+  // Queries of one chain share their ancestors up to themselves: the last query of each chain in the block covers it.
+  for (let i = t0; i < t1; i++) if (i + 1 === t1 || layout.chainStart[i + 1] !== layout.chainStart[i]) all.push(...ancestorRanges(layout, i));
+  all.sort((a, b) => a.start - b.start);
+  const merged: PositionRange[] = [];
+  for (const r of all) {
+    const last = merged[merged.length - 1];
+    if (last && r.start <= last.end) last.end = Math.max(last.end, r.end);
+    else merged.push({ ...r });
+  }
+  return merged;
+}
+
+function treeBlock(layout: TreeLayout, t0: number, t1: number, rep: number): Block {
+  const keys = unionOfAncestors(layout, t0, t1);
+  const keyCount = keys.reduce((a, r) => a + r.end - r.start, 0);
+  const column = (position: number): number => {
+    let offset = 0;
+    for (const r of keys) {
+      if (position < r.end) return offset + position - r.start;
+      offset += r.end - r.start;
+    }
+    throw new RangeError(`position ${position} is not among the block's keys`);
+  };
+  return {
+    t0,
+    t1,
+    keys,
+    keyCount,
+    mask: () => {
+      const m = new Float32Array((t1 - t0) * rep * keyCount).fill(HIDDEN);
+      for (let i = t0; i < t1; i++) {
+        for (const r of ancestorRanges(layout, i)) {
+          const c0 = column(r.start);
+          for (let h = 0; h < rep; h++) m.fill(0, ((i - t0) * rep + h) * keyCount + c0, ((i - t0) * rep + h) * keyCount + c0 + r.end - r.start);
+        }
+      }
+      return m;
+    },
+  };
+}
+
+/**
+ * Tree query blocks: chains (a run of first children, contiguous in depth-first order) cut to at most `blockSize`
+ * positions, and consecutive pieces joined while the joined block costs little more than the pieces apart — two
+ * sibling branches in one block both see each other's keys (masked), which is arithmetic spent for nothing, but a
+ * block per few-token piece costs ~10 ops per attention group.
+ */
+function treeBlocks(layout: TreeLayout, blockSize: number, rep: number): Block[] {
+  const t = layout.parent.length;
+  const pieces: { t0: number; t1: number }[] = [];
+  for (let t0 = 0; t0 < t; ) {
+    let t1 = t0 + 1;
+    while (t1 < t && t1 - t0 < blockSize && layout.chainStart[t1] === layout.chainStart[t0]) t1++;
+    pieces.push({ t0, t1 });
+    t0 = t1;
+  }
+  const cost = (b: Block) => (b.t1 - b.t0) * b.keyCount;
+  const blocks: Block[] = [];
+  for (const piece of pieces) {
+    const alone = treeBlock(layout, piece.t0, piece.t1, rep);
+    const last = blocks[blocks.length - 1];
+    if (last && piece.t1 - last.t0 <= blockSize) {
+      const joined = treeBlock(layout, last.t0, piece.t1, rep);
+      const small = piece.t1 - piece.t0 < SMALL_PIECE || last.t1 - last.t0 < SMALL_PIECE;
+      if (joined.keyCount * (joined.t1 - joined.t0) * rep <= SCORE_BUDGET && (small || cost(joined) <= JOIN_SLACK * (cost(last) + cost(alone)))) {
+        blocks[blocks.length - 1] = joined;
+        continue;
+      }
+    }
+    blocks.push(alone);
+  }
+  return blocks;
+}
+
+/** Pieces shorter than this join their neighbour whatever the masked arithmetic: the per-block op count dominates. */
+const SMALL_PIECE = 32;
+/** A join may cost up to this factor of the pieces' arithmetic apart (the per-block op count it saves pays for it). */
+const JOIN_SLACK = 1.25;
+
+/** Tree blocks are planned once per layout and reused by every layer, forward and backward. */
+const plannedTreeBlocks = new WeakMap<TreeLayout, Map<string, Block[]>>();
+function treeBlocksOf(layout: TreeLayout, blockSize: number, rep: number): Block[] {
+  let byShape = plannedTreeBlocks.get(layout);
+  if (!byShape) plannedTreeBlocks.set(layout, (byShape = new Map()));
+  const key = `${blockSize}:${rep}`;
+  let blocks = byShape.get(key);
+  if (!blocks) {
+    // Masks are built on first use and kept with the plan: every layer and the backward pass reuse them.
+    blocks = treeBlocks(layout, blockSize, rep).map((b) => {
+      let mask: Float32Array | null = null;
+      return { ...b, mask: () => (mask ??= b.mask()) };
+    });
+    byShape.set(key, blocks);
+  }
+  return blocks;
 }
 
 /** Rows [r0, r1) of a row-major [*, cols] host array as a tensor [r1 − r0, cols]. */
@@ -67,38 +187,62 @@ function rowsTensor(data: Float32Array, r0: number, r1: number, cols: number): t
   return tf.tensor2d(data.subarray(r0 * cols, r1 * cols), [r1 - r0, cols]);
 }
 
+/** The rows of `ranges` (offset by `base`) of a row-major [*, cols] host array, stacked: [Σ lengths, cols]. */
+function keyRows(data: Float32Array, base: number, ranges: PositionRange[], count: number, cols: number): tf.Tensor2D {
+  if (ranges.length === 1) return rowsTensor(data, base + ranges[0].start, base + ranges[0].end, cols);
+  const out = new Float32Array(count * cols);
+  let row = 0;
+  for (const r of ranges) {
+    out.set(data.subarray((base + r.start) * cols, (base + r.end) * cols), row * cols);
+    row += r.end - r.start;
+  }
+  return tf.tensor2d(out, [count, cols]);
+}
+
+/** The rows of `ranges` (offset by `base`), stacked and transposed: [cols, Σ lengths]. */
+function keyRowsTransposed(data: Float32Array, base: number, ranges: PositionRange[], count: number, cols: number): tf.Tensor2D {
+  const out = new Float32Array(count * cols);
+  let n = 0;
+  for (const r of ranges) {
+    for (let p = r.start; p < r.end; p++, n++) {
+      const src = (base + p) * cols;
+      for (let c = 0; c < cols; c++) out[c * count + n] = data[src + c];
+    }
+  }
+  return tf.tensor2d(out, [cols, count]);
+}
+
 /** Rows [r0, r1) of a row-major [*, cols] host array, transposed: [cols, r1 − r0]. */
 function rowsTransposed(data: Float32Array, r0: number, r1: number, cols: number): tf.Tensor2D {
-  const n = r1 - r0;
-  const out = new Float32Array(n * cols);
-  for (let r = 0; r < n; r++) {
-    const src = (r0 + r) * cols;
-    for (let c = 0; c < cols; c++) out[c * n + r] = data[src + c];
-  }
-  return tf.tensor2d(out, [cols, n]);
+  return keyRowsTransposed(data, 0, [{ start: r0, end: r1 }], r1 - r0, cols);
 }
 
 /** softmax(q·kᵀ + mask) for one block, q [rows, hd] and kT [hd, keys] → [rows, keys] (wasm's fused softmax kernel). */
 function blockProbs(q: tf.Tensor2D, kT: tf.Tensor2D, blk: Block, rep: number): tf.Tensor2D {
-  const mask = tf.tensor2d(blockMask(blk.t0, blk.t1, rep), [(blk.t1 - blk.t0) * rep, blk.t1]);
+  const mask = tf.tensor2d(blk.mask(), [(blk.t1 - blk.t0) * rep, blk.keyCount]);
   return tf.softmax(tf.add(tf.matMul(q, kT), mask)) as tf.Tensor2D;
 }
 
 /**
- * Causal attention over groups: q [G, T·rep, hd] (pre-scaled), k and v [G, T, hd] → [G, T·rep, hd].
- * `blockSize` (positions per query block) defaults to what fits the score budget; tests force small blocks.
+ * Attention over groups: q [G, T·rep, hd] (pre-scaled), k and v [G, T, hd] → [G, T·rep, hd]. Causal by default;
+ * with a tree `layout` (worker/prefix-tree.ts, one packed sequence per group row) each position sees its ancestors
+ * and itself only. `blockSize` (positions per query block) defaults to what fits the score budget; tests force small
+ * blocks.
  */
-export function causalAttention(q: tf.Tensor3D, k: tf.Tensor3D, v: tf.Tensor3D, blockSize?: number): tf.Tensor3D {
+export function causalAttention(q: tf.Tensor3D, k: tf.Tensor3D, v: tf.Tensor3D, blockSize?: number, layout: TreeLayout | null = null): tf.Tensor3D {
   const [g, tr, hd] = q.shape;
   const t = k.shape[1];
+  if (layout && layout.parent.length !== t) throw new RangeError(`tree layout of ${layout.parent.length} positions for a sequence of ${t}`);
   // Backends that cannot read synchronously (WebGPU) never take the per-group loop: it reads q, k, v to the host.
-  if (!readsSyncOnActiveBackend()) return batchedAttention(q, k, v);
+  if (!readsSyncOnActiveBackend()) return batchedAttention(q, k, v, layout);
   if (blockSize === undefined) {
-    if (tr * t * hd <= SMALL_GROUP_WORK) return batchedAttention(q, k, v);
+    if (tr * t * hd <= SMALL_GROUP_WORK) return batchedAttention(q, k, v, layout);
     // Backends with fast batched matmuls (GPU, libtensorflow) keep one op while all scores fit a few blocks' budget.
-    if (!HOST_LOOP_BACKENDS.has(tf.getBackend()) && g * tr * t <= 16 * SCORE_BUDGET) return batchedAttention(q, k, v);
+    if (!HOST_LOOP_BACKENDS.has(tf.getBackend()) && g * tr * t <= 16 * SCORE_BUDGET) return batchedAttention(q, k, v, layout);
   }
-  return groupedAttention(q, k, v, blocksOf(t, blockSize ?? attentionBlockSize(t, tr / t)));
+  const rep = tr / t;
+  const size = blockSize ?? attentionBlockSize(t, rep);
+  return groupedAttention(q, k, v, layout ? treeBlocksOf(layout, size, rep) : causalBlocks(t, size, rep));
 }
 
 /** Backends whose batched/transposed matmuls are slow, so the per-group loop of 2-D matmuls pays. */
@@ -111,11 +255,12 @@ const HOST_LOOP_BACKENDS = new Set(['wasm', 'cpu']);
 const SMALL_GROUP_WORK = 1 << 16;
 
 /** All groups at once with batched matmuls and tfjs's own gradients (for short sequences only, see above). */
-function batchedAttention(q: tf.Tensor3D, k: tf.Tensor3D, v: tf.Tensor3D): tf.Tensor3D {
+function batchedAttention(q: tf.Tensor3D, k: tf.Tensor3D, v: tf.Tensor3D, layout: TreeLayout | null): tf.Tensor3D {
   const [, tr] = q.shape;
   const t = k.shape[1];
-  const mask = tf.tensor2d(blockMask(0, t, tr / t), [tr, t]);
-  return tf.matMul(tf.softmax(tf.add(tf.matMul(q, k, false, true), mask)), v);
+  const rep = tr / t;
+  const mask = layout ? treeBlock(layout, 0, t, rep).mask() : causalMask(0, t, rep);
+  return tf.matMul(tf.softmax(tf.add(tf.matMul(q, k, false, true), tf.tensor2d(mask, [tr, t]))), v);
 }
 
 function groupedAttention(q: tf.Tensor3D, k: tf.Tensor3D, v: tf.Tensor3D, blocks: Block[]): tf.Tensor3D {
@@ -133,8 +278,8 @@ function groupedAttention(q: tf.Tensor3D, k: tf.Tensor3D, v: tf.Tensor3D, blocks
         out.push(
           tf.tidy(() => {
             const qb = rowsTensor(qd, gi * tr + blk.t0 * rep, gi * tr + blk.t1 * rep, hd); // [rows, hd]
-            const kT = rowsTransposed(kd, gi * t, gi * t + blk.t1, hd); // [hd, keys]
-            return tf.matMul(blockProbs(qb, kT, blk, rep), rowsTensor(vd, gi * t, gi * t + blk.t1, hd)); // [rows, hd]
+            const kT = keyRowsTransposed(kd, gi * t, blk.keys, blk.keyCount, hd); // [hd, keys]
+            return tf.matMul(blockProbs(qb, kT, blk, rep), keyRows(vd, gi * t, blk.keys, blk.keyCount, hd)); // [rows, hd]
           }),
         );
       }
@@ -149,7 +294,7 @@ function groupedAttention(q: tf.Tensor3D, k: tf.Tensor3D, v: tf.Tensor3D, blocks
 /**
  * Gradient per block, P recomputed (never stored): dP = dY·Vᵀ, dS = P ⊙ (dP − rowsum(dY ⊙ Y)), dQ = dS·K,
  * dKᵀ = Qᵀ·dS, dVᵀ = dYᵀ·P — plain 2-D matmuls on host-transposed operands. dK and dV add up on the host over the
- * blocks of a group (a block touches keys [0, t1) only).
+ * blocks of a group, each block into its own keys' rows.
  */
 function attentionGrad(dy: tf.Tensor, saved: tf.Tensor[], blocks: Block[], rep: number): tf.Tensor[] {
   const [qIn, kIn, vIn, yIn] = saved;
@@ -173,30 +318,34 @@ function attentionGrad(dy: tf.Tensor, saved: tf.Tensor[], blocks: Block[], rep: 
     for (const blk of blocks) {
       const r0 = gi * tr + blk.t0 * rep;
       const r1 = gi * tr + blk.t1 * rep;
-      const keys = blk.t1;
       const [dqb, dkT, dvT] = tf.tidy(() => {
-        const kT = rowsTransposed(kd, gi * t, gi * t + keys, hd); // [hd, keys]
+        const kT = keyRowsTransposed(kd, gi * t, blk.keys, blk.keyCount, hd); // [hd, keys]
         const p = blockProbs(rowsTensor(qd, r0, r1, hd), kT, blk, rep); // [rows, keys]
-        const dp = tf.matMul(rowsTensor(dyd, r0, r1, hd), rowsTransposed(vd, gi * t, gi * t + keys, hd)); // [rows, keys]
+        const dp = tf.matMul(rowsTensor(dyd, r0, r1, hd), keyRowsTransposed(vd, gi * t, blk.keys, blk.keyCount, hd)); // [rows, keys]
         const ds = tf.mul(p, tf.sub(dp, tf.tensor2d(rowSums.subarray(r0, r1), [r1 - r0, 1]))) as tf.Tensor2D; // [rows, keys]
         return [
-          tf.matMul(ds, rowsTensor(kd, gi * t, gi * t + keys, hd)), // dQ [rows, hd]
+          tf.matMul(ds, keyRows(kd, gi * t, blk.keys, blk.keyCount, hd)), // dQ [rows, hd]
           tf.matMul(rowsTransposed(qd, r0, r1, hd), ds), // dKᵀ [hd, keys]
           tf.matMul(rowsTransposed(dyd, r0, r1, hd), p), // dVᵀ [hd, keys]
         ];
       });
       dq.set(dqb.dataSync() as Float32Array, r0 * hd);
-      addTransposed(dkT.dataSync() as Float32Array, hd, keys, dk, gi * t * hd);
-      addTransposed(dvT.dataSync() as Float32Array, hd, keys, dv, gi * t * hd);
+      addTransposed(dkT.dataSync() as Float32Array, hd, blk, dk, gi * t * hd);
+      addTransposed(dvT.dataSync() as Float32Array, hd, blk, dv, gi * t * hd);
       tf.dispose([dqb, dkT, dvT]);
     }
   }
   return [tf.tensor3d(dq, [g, tr, hd]), tf.tensor3d(dk, [g, t, hd]), tf.tensor3d(dv, [g, t, hd])];
 }
 
-/** out[offset + j·rows + i] += src[i·cols + j]: add a [rows, cols] matrix, transposed, into a [cols, rows] region. */
-function addTransposed(src: Float32Array, rows: number, cols: number, out: Float32Array, offset: number): void {
-  for (let i = 0; i < rows; i++) {
-    for (let j = 0; j < cols; j++) out[offset + j * rows + i] += src[i * cols + j];
+/** Add a block's [hd, keys] gradient, transposed, into the rows of its keys of a [T, hd] region at `offset`. */
+function addTransposed(src: Float32Array, hd: number, blk: Block, out: Float32Array, offset: number): void {
+  const cols = blk.keyCount;
+  let j = 0;
+  for (const r of blk.keys) {
+    for (let p = r.start; p < r.end; p++, j++) {
+      const dst = offset + p * hd;
+      for (let i = 0; i < hd; i++) out[dst + i] += src[i * cols + j];
+    }
   }
 }

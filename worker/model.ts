@@ -19,6 +19,7 @@ import { decoderTensorShapes } from './checkpoint/decoder-tensors.ts';
 import { readsSyncOnActiveBackend } from './backend.ts';
 import { readAllFloats } from './read.ts';
 import { causalAttention } from './causal-attention.ts';
+import type { TreeLayout } from './prefix-tree.ts';
 import { HostKvCache } from './kv-cache.ts';
 import type { DecoderConfig, NamedTensors } from './common/engine.ts';
 import { seededRandom } from './common/random.ts';
@@ -148,11 +149,12 @@ export function linear(x: tf.Tensor2D, w: tf.Tensor2D): tf.Tensor2D {
 }
 
 /**
- * Embedding lookup with a gradient that does not need UnsortedSegmentSum (missing on wasm): the backward pass
- * scatter-adds dy rows into a dense [V, D] gradient in plain JS (N·D adds; a one-hot matmul would be N·V·D).
- * Backends that cannot read synchronously (WebGPU) have the kernel: there tfjs's own gather gradient runs.
+ * Rows `ids` of `table` (an embedding lookup; the hidden states a tree's loss entries are predicted from) with a
+ * gradient that does not need UnsortedSegmentSum (missing on wasm): the backward pass scatter-adds dy rows into a
+ * dense [V, D] gradient in plain JS (N·D adds; a one-hot matmul would be N·V·D). Backends that cannot read
+ * synchronously (WebGPU) have the kernel: there tfjs's own gather gradient runs.
  */
-export function embed(table: tf.Tensor2D, ids: Int32Array): tf.Tensor2D {
+export function gatherRows(table: tf.Tensor2D, ids: Int32Array): tf.Tensor2D {
   if (!readsSyncOnActiveBackend()) return tf.gather(table, tf.tensor1d(ids, 'int32'));
   const [v, d] = table.shape;
   const f = tf.customGrad(((tableIn: tf.Tensor) => ({
@@ -298,7 +300,7 @@ export interface LayerKv {
   v: tf.Tensor4D;
 }
 
-export function attention(cfg: DecoderConfig, w: LayerWeights, x: tf.Tensor2D, b: number, t: number, rope: { cos: tf.Tensor; sin: tf.Tensor }, kvOut: LayerKv[] | null): tf.Tensor2D {
+export function attention(cfg: DecoderConfig, w: LayerWeights, x: tf.Tensor2D, b: number, t: number, rope: { cos: tf.Tensor; sin: tf.Tensor }, kvOut: LayerKv[] | null, tree: TreeLayout | null = null): tf.Tensor2D {
   const h = cfg.num_attention_heads;
   const kvh = cfg.num_key_value_heads;
   const hd = cfg.head_dim;
@@ -318,7 +320,7 @@ export function attention(cfg: DecoderConfig, w: LayerWeights, x: tf.Tensor2D, b
   const qg = tf.reshape(tf.transpose(tf.reshape(q, [b, t, kvh, rep, hd]), [0, 2, 1, 3, 4]), [b * kvh, t * rep, hd]) as tf.Tensor3D; // [B·KVH, T·rep, hd]
   const kg = tf.reshape(tf.transpose(k, [0, 2, 1, 3]), [b * kvh, t, hd]) as tf.Tensor3D; // [B·KVH, T, hd]
   const vg = tf.reshape(tf.transpose(v, [0, 2, 1, 3]), [b * kvh, t, hd]) as tf.Tensor3D; // [B·KVH, T, hd]
-  const y = causalAttention(qg, kg, vg); // [B·KVH, T·rep, hd]
+  const y = causalAttention(qg, kg, vg, undefined, tree); // [B·KVH, T·rep, hd]
   const merged = tf.reshape(tf.transpose(tf.reshape(y, [b, kvh, t, rep, hd]), [0, 2, 1, 3, 4]), [b * t, h * hd]) as tf.Tensor2D; // [B·T, H·hd]
   return linear(merged, w.o); // [B·T, D]
 }
@@ -334,8 +336,8 @@ export function mlp(w: LayerWeights, x: tf.Tensor2D): tf.Tensor2D {
 // ---------------------------------------------------------------------------------------------------------------
 // Block (pre-norm residual) and model
 
-export function block(cfg: DecoderConfig, w: LayerWeights, x: tf.Tensor2D, b: number, t: number, rope: { cos: tf.Tensor; sin: tf.Tensor }, kvOut: LayerKv[] | null): tf.Tensor2D {
-  x = tf.add(x, attention(cfg, w, rmsNorm(x, w.inputNorm, cfg.rms_norm_eps), b, t, rope, kvOut));
+export function block(cfg: DecoderConfig, w: LayerWeights, x: tf.Tensor2D, b: number, t: number, rope: { cos: tf.Tensor; sin: tf.Tensor }, kvOut: LayerKv[] | null, tree: TreeLayout | null = null): tf.Tensor2D {
+  x = tf.add(x, attention(cfg, w, rmsNorm(x, w.inputNorm, cfg.rms_norm_eps), b, t, rope, kvOut, tree));
   return tf.add(x, mlp(w, rmsNorm(x, w.postNorm, cfg.rms_norm_eps)));
 }
 
@@ -346,16 +348,35 @@ export function block(cfg: DecoderConfig, w: LayerWeights, x: tf.Tensor2D, b: nu
 export function forward(cfg: DecoderConfig, w: ModelWeights, ids: Int32Array, b: number, t: number, kvOut: LayerKv[] | null = null): tf.Tensor2D {
   if (ids.length !== b * t) throw new InvalidConfigError(`forward: ${ids.length} ids do not fill [${b}, ${t}]`);
   if (t > cfg.max_position_embeddings) throw new ContextLengthError(`sequence of ${t} tokens exceeds the context of ${cfg.max_position_embeddings}`);
+  const positions = Array.from({ length: t }, (_, i) => i);
+  return linear(hiddenStates(cfg, w, ids, b, t, positions, kvOut, null), w.head); // [B·T, V]
+}
+
+/**
+ * Forward over a packed prefix tree (worker/prefix-tree.ts), one sequence in depth-first order in which each token
+ * sees its ancestors and sits at its depth: the logits at `outputNodes` only [E, V] (the nodes a loss is computed
+ * at; the rest never reach the output projection). A tree of one chain is `forward` of that one row.
+ */
+export function treeForward(cfg: DecoderConfig, w: ModelWeights, ids: Int32Array, tree: TreeLayout, outputNodes: Int32Array): tf.Tensor2D {
+  const t = ids.length;
+  if (tree.parent.length !== t || tree.depth.length !== t) throw new InvalidConfigError(`treeForward: a layout of ${tree.parent.length} nodes for ${t} ids`);
+  let deepest = 0;
+  for (const d of tree.depth) deepest = Math.max(deepest, d);
+  if (deepest >= cfg.max_position_embeddings) throw new ContextLengthError(`a branch of ${deepest + 1} tokens exceeds the context of ${cfg.max_position_embeddings}`);
+  const hidden = hiddenStates(cfg, w, ids, 1, t, Array.from(tree.depth), null, tree); // [N, D]
+  return linear(gatherRows(hidden, outputNodes), w.head); // [E, V]
+}
+
+/** The decoder stack: embeddings, blocks at RoPE `positions` [T], final norm → [B·T, D]. */
+function hiddenStates(cfg: DecoderConfig, w: ModelWeights, ids: Int32Array, b: number, t: number, positions: number[], kvOut: LayerKv[] | null, tree: TreeLayout | null): tf.Tensor2D {
   for (const id of ids) {
     if (id < 0 || id >= cfg.vocab_size || !Number.isInteger(id)) throw new InvalidConfigError(`token id ${id} is outside the vocabulary (0..${cfg.vocab_size - 1})`);
   }
-  const positions = Array.from({ length: t }, (_, i) => i);
   const tables = ropeTables(cfg.head_dim, cfg.rope_theta, positions);
   const rope = { cos: tf.tensor2d(tables.cos, [t, cfg.head_dim]), sin: tf.tensor2d(tables.sin, [t, cfg.head_dim]) };
-  let x = embed(w.embed, ids); // [B·T, D]
-  for (const layer of w.layers) x = block(cfg, layer, x, b, t, rope, kvOut);
-  x = rmsNorm(x, w.norm, cfg.rms_norm_eps);
-  return linear(x, w.head); // [B·T, V]
+  let x = gatherRows(w.embed, ids); // [B·T, D]
+  for (const layer of w.layers) x = block(cfg, layer, x, b, t, rope, kvOut, tree);
+  return rmsNorm(x, w.norm, cfg.rms_norm_eps);
 }
 
 /**
@@ -560,7 +581,7 @@ export function extendStep(cfg: DecoderConfig, w: ModelWeights, host: DecodeHost
     firstRow.push(row);
     for (let j = 0; j < list.length; j++, row++) ropeAngles(c.length + j, host.freqs, cos.subarray(row * half, (row + 1) * half), sin.subarray(row * half, (row + 1) * half));
   });
-  let x = tf.tidy(() => embed(w.embed, Int32Array.from(tokenLists.flat()))); // [rows, D]
+  let x = tf.tidy(() => gatherRows(w.embed, Int32Array.from(tokenLists.flat()))); // [rows, D]
   const attnOut = new Float32Array(rows * h * hd);
   for (let l = 0; l < w.layers.length; l++) {
     const lw = w.layers[l];

@@ -3,6 +3,10 @@
  *   validate → pack micro-batches by token budget → learning rate → for each micro-batch:
  *   (reference logprobs for KL) → forward + per-token loss → backward, accumulate → clip → AdamW step → metrics.
  *
+ * Packing: `tree` (the default) inserts a micro-batch's samples into a prefix tree (worker/prefix-tree.ts) so a
+ * prefix they share is computed once, and computes the loss at one entry per generated token of each sample;
+ * `rows` right-pads each sample to a row. Both give the same loss and gradients (the token sums are the same terms).
+ *
  * Alignment: the model's row position t predicts token t+1, so every per-token array is shifted by one
  * ("pred" alignment): pred[t] = sample[t + 1]. Sample position 0 is never predicted (its mask is 0 by contract).
  */
@@ -10,7 +14,8 @@ import * as tf from '@tensorflow/tfjs';
 import type { DecoderConfig, TrainMetrics, TrainOptions, TrainSample } from './common/engine.ts';
 import { k3Kl, nllLoss, ppoClipLoss } from './losses.ts';
 import { effectiveParams, type LoraState } from './lora.ts';
-import { ContextLengthError, entropy, forward, fuseWeights, type Params, targetLogprobs } from './model.ts';
+import { ContextLengthError, entropy, forward, fuseWeights, type ModelWeights, type Params, targetLogprobs, treeForward } from './model.ts';
+import { buildPrefixTree, packTreeMicroBatches } from './prefix-tree.ts';
 import { type AdamW, clipScale, clipScaleOnDevice, globalNorm, globalNormSquared, learningRateAt } from './optimizer.ts';
 import { readsSyncOnActiveBackend } from './backend.ts';
 import { readScalars } from './read.ts';
@@ -34,6 +39,7 @@ export const DEFAULT_TRAIN_OPTIONS: TrainOptions = {
   learningRate: 1e-5,
   weightDecay: 0.01,
   maxGradNorm: 1,
+  packing: 'tree',
 };
 
 export interface TrainState {
@@ -94,7 +100,7 @@ interface PackedRows {
   oldLogprobs: Float32Array;
 }
 
-function packRows(samples: TrainSample[]): PackedRows {
+function packRows(samples: readonly TrainSample[]): PackedRows {
   const b = samples.length;
   const t = Math.max(...samples.map((s) => s.tokens.length));
   const r: PackedRows = { b, t, ids: new Int32Array(b * t), targets: new Int32Array(b * t), mask: new Float32Array(b * t), advantages: new Float32Array(b * t), oldLogprobs: new Float32Array(b * t) };
@@ -112,8 +118,46 @@ function packRows(samples: TrainSample[]): PackedRows {
   return r;
 }
 
+/**
+ * What the loss of one micro-batch reads, whichever the packing: logits at N loss positions [N, V] under given
+ * weights, and per position its target, mask, advantage and old logprob [N]. Rows: every padded position (mask 0
+ * where nothing is trained); tree: one position per loss entry (mask 1).
+ */
+interface LossInputs {
+  logits: (weights: ModelWeights) => tf.Tensor2D;
+  targets: Int32Array;
+  mask: Float32Array;
+  advantages: Float32Array;
+  oldLogprobs: Float32Array;
+  /** Tokens the forward computes (padding or a shared prefix once per micro-batch included). */
+  computedTokens: number;
+}
+
+function rowsLossInputs(cfg: DecoderConfig, samples: readonly TrainSample[]): LossInputs {
+  const rows = packRows(samples);
+  return { ...rows, logits: (w) => forward(cfg, w, rows.ids, rows.b, rows.t), computedTokens: rows.b * rows.t };
+}
+
+function treeLossInputs(cfg: DecoderConfig, samples: readonly TrainSample[]): LossInputs {
+  const tree = buildPrefixTree(samples);
+  return {
+    logits: (w) => treeForward(cfg, w, tree.ids, tree, tree.entryNode),
+    targets: tree.entryTarget,
+    mask: new Float32Array(tree.entryTarget.length).fill(1),
+    advantages: tree.entryAdvantage,
+    oldLogprobs: tree.entryOldLogprob,
+    computedTokens: tree.ids.length,
+  };
+}
+
+/** The micro-batches of `samples` as loss inputs, in the packing `opts` names. */
+function lossMicroBatches(cfg: DecoderConfig, samples: readonly TrainSample[], opts: TrainOptions): LossInputs[] {
+  if ((opts.packing ?? 'tree') === 'tree') return packTreeMicroBatches(samples, opts.microBatchTokens).map((group) => treeLossInputs(cfg, group));
+  return packMicroBatches([...samples], opts.microBatchTokens).map((group) => rowsLossInputs(cfg, group));
+}
+
 /** Per-position logprobs of the next token [B·T] (pred alignment) under `params`. */
-export function packedLogprobs(cfg: DecoderConfig, params: Params, rows: PackedRows, temperature: number): tf.Tensor1D {
+function packedLogprobs(cfg: DecoderConfig, params: Params, rows: PackedRows, temperature: number): tf.Tensor1D {
   const logits = forward(cfg, fuseWeights(cfg, params), rows.ids, rows.b, rows.t); // [B·T, V]
   return targetLogprobs(logits, rows.targets, temperature); // [B·T]
 }
@@ -144,42 +188,42 @@ function tokenSumDivisor(opts: TrainOptions, sampleCount: number): number {
   return divisor;
 }
 
+/** The summed gradient of a batch's loss (before clipping), with the per-micro-batch statistics still on the device. */
+export interface BatchGradients {
+  /** One per trainable variable, in `state.trainable` order. */
+  grads: tf.Tensor[];
+  /** Per micro-batch: [loss, entropy sum, (clipped count), (k3 sum)] as scalars. */
+  scalars: tf.Tensor[];
+  microBatches: number;
+  computedTokens: number;
+}
+
 /**
- * One optimizer step over `samples` (the schedule reads the optimizer's step count); returns the metrics.
- * Loss and statistics are read once at the end (one transfer on backends that read asynchronously).
+ * The gradient of the batch's loss, accumulated over micro-batches: each micro-batch's summed token loss is divided
+ * by the batch-wide denominator, so the sum equals the gradient of the whole batch's loss whatever the packing.
  */
-export async function trainStep(state: TrainState, samples: TrainSample[], opts: TrainOptions, policyVersionAfter: number): Promise<TrainMetrics> {
-  const started = performance.now();
+export function batchGradients(state: TrainState, samples: TrainSample[], opts: TrainOptions): BatchGradients {
   const { cfg } = state;
   validateSamples(cfg, samples);
   const temperature = opts.temperature ?? 1;
   const useKl = opts.loss === 'ppo' && opts.klCoef > 0 && state.reference !== null;
-
-  // Normalisation: each micro-batch's summed token loss is divided by the batch-wide denominator, so that the
-  // accumulated gradient equals the gradient of the whole batch's loss.
   const trainedTokens = samples.reduce((a, s) => a + s.lossMask.reduce((x, m) => x + (m ? 1 : 0), 0), 0);
-  const totalTokens = samples.reduce((a, s) => a + s.tokens.length, 0);
   const denominator = opts.normalization === 'token-sum' ? tokenSumDivisor(opts, samples.length) : Math.max(1, trainedTokens);
-
-  const lr = learningRateAt(opts.learningRate, state.optimizer.stepCount, opts.schedule ?? { kind: 'constant' });
-  const microBatches = packMicroBatches(samples, opts.microBatchTokens);
+  const microBatches = lossMicroBatches(cfg, samples, opts);
   let accumulated: tf.Tensor[] | null = null;
-  /** Per micro-batch: [loss, entropy sum, (clipped count), (k3 sum)] as scalars, read after the step. */
   const scalars: tf.Tensor[] = [];
-
-  for (const group of microBatches) {
-    const rows = packRows(group);
-    const refLp = useKl ? tf.tidy(() => packedLogprobs(cfg, state.reference!, rows, temperature)) : null;
+  for (const batch of microBatches) {
+    const refLp = useKl ? tf.tidy(() => targetLogprobs(batch.logits(fuseWeights(cfg, state.reference!)), batch.targets, temperature)) : null;
     const stats: tf.Tensor[] = [];
     const { value, grads } = tf.variableGrads(() => {
-      const mask = tf.tensor1d(rows.mask);
-      const logits = forward(cfg, fuseWeights(cfg, effectiveParams(state.params, state.lora)), rows.ids, rows.b, rows.t); // [B·T, V]
-      const logp = targetLogprobs(logits, rows.targets, temperature); // [B·T]
+      const mask = tf.tensor1d(batch.mask);
+      const logits = batch.logits(fuseWeights(cfg, effectiveParams(state.params, state.lora))); // [N, V]
+      const logp = targetLogprobs(logits, batch.targets, temperature); // [N]
       let tokenLoss: tf.Tensor1D;
       if (opts.loss === 'sft') {
         tokenLoss = nllLoss(logp);
       } else {
-        const ppo = ppoClipLoss(logp, tf.tensor1d(rows.oldLogprobs), tf.tensor1d(rows.advantages), opts.clipLow, opts.clipHigh);
+        const ppo = ppoClipLoss(logp, tf.tensor1d(batch.oldLogprobs), tf.tensor1d(batch.advantages), opts.clipLow, opts.clipHigh);
         tokenLoss = ppo.loss;
         stats.push(tf.keep(tf.sum(tf.mul(ppo.clipped, mask))));
         if (refLp) {
@@ -209,9 +253,22 @@ export async function trainStep(state: TrainState, samples: TrainSample[], opts:
     }
     scalars.push(value, ...stats);
   }
+  return { grads: accumulated!, scalars, microBatches: microBatches.length, computedTokens: microBatches.reduce((a, b) => a + b.computedTokens, 0) };
+}
+
+/**
+ * One optimizer step over `samples` (the schedule reads the optimizer's step count); returns the metrics.
+ * Loss and statistics are read once at the end (one transfer on backends that read asynchronously).
+ */
+export async function trainStep(state: TrainState, samples: TrainSample[], opts: TrainOptions, policyVersionAfter: number): Promise<TrainMetrics> {
+  const started = performance.now();
+  const useKl = opts.loss === 'ppo' && opts.klCoef > 0 && state.reference !== null;
+  const trainedTokens = samples.reduce((a, s) => a + s.lossMask.reduce((x, m) => x + (m ? 1 : 0), 0), 0);
+  const totalTokens = samples.reduce((a, s) => a + s.tokens.length, 0);
+  const lr = learningRateAt(opts.learningRate, state.optimizer.stepCount, opts.schedule ?? { kind: 'constant' });
+  const { grads, scalars, microBatches, computedTokens } = batchGradients(state, samples, opts);
 
   // Clip by global norm, then step. Where reads are asynchronous the clip scale stays on the device.
-  const grads = accumulated!;
   let gradNorm = 0;
   if (readsSyncOnActiveBackend()) {
     gradNorm = globalNorm(grads);
@@ -248,7 +305,9 @@ export async function trainStep(state: TrainState, samples: TrainSample[], opts:
     gradNorm,
     tokens: totalTokens,
     trainedTokens,
-    microBatches: microBatches.length,
+    microBatches,
+    computedTokens,
+    packing: opts.packing ?? 'tree',
     timeMs: performance.now() - started,
     policyVersion: policyVersionAfter,
   };

@@ -113,6 +113,8 @@ export interface GenerateResult {
   cachedPromptTokens?: number;
 }
 
+export type TrainPacking = 'tree' | 'rows';
+
 export interface TrainSample {
   tokens: number[];
   lossMask: number[];
@@ -139,6 +141,12 @@ export interface TrainOptions {
   lossDivisor?: number;
   /** Micro-batches are packed up to this many tokens; gradients accumulate across them. */
   microBatchTokens: number;
+  /**
+   * How a micro-batch is laid out: `tree` (default) — the samples' prefix tree as one sequence, a shared prefix
+   * computed once, each token attending to its ancestors; `rows` — one right-padded row per sample. Same loss and
+   * gradients either way (worker/prefix-tree.ts).
+   */
+  packing?: TrainPacking;
   learningRate: number;
   weightDecay: number;
   maxGradNorm: number;
@@ -160,6 +168,12 @@ export interface TrainMetrics {
   tokens: number;
   trainedTokens: number;
   microBatches: number;
+  /**
+   * Tokens the forward passes computed: a prefix shared in a micro-batch's tree once, padded rows in full. The engine
+   * always reports it and `packing`; steps recorded before tree packing existed have neither.
+   */
+  computedTokens?: number;
+  packing?: TrainPacking;
   timeMs: number;
   policyVersion: number;
 }
