@@ -11,11 +11,11 @@ import { readsSyncOnActiveBackend, selectBackend } from './backend.ts';
 import { EngineClosedError } from './common/protocol.ts';
 import type { BackendName, DecoderConfig, GeneratedToken, GenerateRequest, GenerateResult, LoraConfig, ModelInfo, NamedTensors, OptimizerState, TrainerEngine, TrainMetrics, TrainOptions, TrainSample } from './common/engine.ts';
 import { createLora, effectiveParams, loadPeftIntoLora, loraToPeft, loraVariables, mergedParams, type LoraState } from './lora.ts';
-import { countParameters, decodeHostWeights, decodeStep, type DecodeHostWeights, disposeDecodeHostWeights, extendStep, fromParams, fuseWeights, isLinearWeight, type ModelWeights, type Params, prefillBatch, toInternal, toParams, validateConfig } from './model.ts';
+import { countParameters, decodeHostWeights, decodeStep, type DecodeHostWeights, disposeDecodeHostWeights, extendStep, fromParams, fuseWeights, isLinearWeight, type ModelWeights, type Params, prefill, prefillBatch, toInternal, toParams, validateConfig } from './model.ts';
 import { AdamW, OptimizerStateError } from './optimizer.ts';
 import type { HostKvCache } from './kv-cache.ts';
 import { ContinuousBatcher, type DecoderRuntime, type Prefilled } from './sampler.ts';
-import { PrefixStore } from './prefix-store.ts';
+import { PrefixStore, sharedPrefixGroups } from './prefix-store.ts';
 import { decodeOnDevice, type DeviceDecodeWeights, deviceDecodeWeights, disposeDeviceDecodeWeights, prefillOnDevice, type TensorKvCache } from './tensor-decode.ts';
 import { DEFAULT_TRAIN_OPTIONS, sequenceLogprobs, trainStep } from './train.ts';
 import type { Tokenizer } from './tokenizer/types.ts';
@@ -136,21 +136,41 @@ export class LocalEngine implements TrainerEngine {
   }
 
   /**
-   * Prompts that continue a cached prefix copy it and compute only the rest (extendStep); the others are prefilled
-   * together in one forward.
+   * Prompts that continue a cached prefix copy it and compute only the rest (extendStep). Fresh prompts that share a
+   * prefix with each other (a group's repeats started together) have it prefilled once and stored, so every one of
+   * them, and the repeats that start while they run, continue it. The other prompts are prefilled together in one
+   * forward, and their prompt caches kept in the store as well.
    */
   private prefillOnHost(prompts: number[][]): Prefilled<HostKvCache>[] {
     const cfg = this.init.config;
     const w = this.inferenceWeights();
     const results: Prefilled<HostKvCache>[] = new Array(prompts.length);
-    const fresh: number[] = [];
     const continued: { index: number; cache: HostKvCache; reusedTokens: number }[] = [];
-    prompts.forEach((prompt, index) => {
-      const cache = this.prefixes.take(prompt, MAX_TOKENS_AFTER_PREFIX);
+    const taken = prompts.map((prompt) => this.prefixes.take(prompt, MAX_TOKENS_AFTER_PREFIX));
+    prompts.forEach((_, index) => {
+      const cache = taken[index];
       if (cache) continued.push({ index, cache, reusedTokens: cache.length });
-      else fresh.push(index);
     });
-    if (fresh.length > 0) prefillBatch(cfg, w.weights, fresh.map((i) => prompts[i])).forEach((r, k) => (results[fresh[k]] = r));
+    const uncached = prompts.map((_, i) => i).filter((i) => !taken[i]);
+    const grouped = new Set<number>();
+    for (const group of sharedPrefixGroups(uncached.map((i) => prompts[i]))) {
+      const members = group.members.map((k) => uncached[k]);
+      if (members.some((i) => prompts[i].length - group.length > MAX_TOKENS_AFTER_PREFIX)) continue;
+      const shared = prefill(cfg, w.weights, prompts[members[0]].slice(0, group.length)).cache;
+      // The first member pays for the shared prefix; the others reuse it.
+      members.forEach((index, k) => {
+        grouped.add(index);
+        continued.push({ index, cache: shared.copyPrefix(group.length), reusedTokens: k === 0 ? 0 : group.length });
+      });
+      this.prefixes.put(shared);
+    }
+    const fresh = uncached.filter((i) => !grouped.has(i));
+    if (fresh.length > 0) {
+      prefillBatch(cfg, w.weights, fresh.map((i) => prompts[i])).forEach((r, k) => {
+        results[fresh[k]] = r;
+        this.prefixes.put(r.cache.copyPrefix(r.cache.length));
+      });
+    }
     if (continued.length > 0) {
       const rest = continued.map(({ index, cache }) => prompts[index].slice(cache.length));
       const logits = extendStep(cfg, w.weights, w.host!, continued.map((c) => c.cache), rest);

@@ -3,7 +3,7 @@ import * as tf from '@tensorflow/tfjs';
 import { selectBackend } from './backend.ts';
 import { createEngineFromWeights, type LocalEngine } from './engine.ts';
 import { decodeHostWeights, extendStep, forward, fuseWeights, initWeights, prefill, toParams } from './model.ts';
-import { PrefixStore } from './prefix-store.ts';
+import { PrefixStore, sharedPrefixGroups } from './prefix-store.ts';
 import { sampling, tinyConfig } from './testing/configs.ts';
 
 function maxDiff(a: ArrayLike<number>, b: ArrayLike<number>): number {
@@ -101,5 +101,54 @@ describe('the engine reuses finished sequences for prompts that continue them', 
     const sample = { tokens: prompt, lossMask: prompt.map((_, i) => (i > 0 ? 1 : 0)), advantages: prompt.map(() => 1), oldLogprobs: prompt.map(() => -3) };
     await cached.trainStep([sample], { loss: 'ppo', learningRate: 1e-3 });
     expect((await cached.generate({ promptIds: prompt, sampling: sampling({ maxTokens: 4 }) })).cachedPromptTokens).toBeUndefined();
+  });
+
+});
+
+describe("a group's repeats started together", () => {
+  const cfg = tinyConfig({ max_position_embeddings: 256 });
+  let cached: LocalEngine;
+  let plain: LocalEngine;
+  beforeAll(async () => {
+    const weights = initWeights(cfg, 12);
+    cached = await createEngineFromWeights({ name: 'cached', config: cfg, weights, tokenizer: null, backend: 'wasm', seed: 1 });
+    plain = await createEngineFromWeights({ name: 'plain', config: cfg, weights, tokenizer: null, backend: 'wasm', seed: 1, prefixCacheBytes: 0 });
+  });
+  afterAll(async () => {
+    await cached.close();
+    await plain.close();
+  });
+
+  it("are served from one computation of the shared prompt, with the same tokens and logprobs", async () => {
+    const task = ids(70, 11);
+    const prompts = [0, 1, 2, 3].map((k) => [...task, ...ids(5 + k, 20 + k)]);
+    const params = (promptIds: number[], k: number) => ({ promptIds, sampling: sampling({ temperature: 1, seed: 30 + k, maxTokens: 6 }) });
+    const [a, b] = [await Promise.all(prompts.map((p, k) => cached.generate(params(p, k)))), await Promise.all(prompts.map((p, k) => plain.generate(params(p, k))))];
+    a.forEach((r, k) => {
+      expect(r.tokens.map((t) => t.id)).toEqual(b[k].tokens.map((t) => t.id));
+      expect(maxDiff(r.tokens.map((t) => t.logprob), b[k].tokens.map((t) => t.logprob))).toBeLessThan(1e-4);
+    });
+    // One of the group paid for the shared prompt; every other reused it.
+    const reused = a.map((r) => r.cachedPromptTokens ?? 0).sort((x, y) => x - y);
+    expect(reused[0]).toBe(0);
+    for (const r of reused.slice(1)) expect(r).toBeGreaterThanOrEqual(task.length);
+    // A repeat that starts later, while the prefix is still stored, reuses it as well.
+    const late = await cached.generate(params([...task, ...ids(9, 40)], 9));
+    expect(late.cachedPromptTokens).toBeGreaterThanOrEqual(task.length);
+  });
+});
+
+describe('shared prefixes within a prefill batch', () => {
+  it('groups prompts sharing at least the minimum, up to all but the shortest one\'s last token', () => {
+    const base = ids(30, 1);
+    const groups = sharedPrefixGroups([
+      [...base, 1, 2],
+      ids(30, 2),
+      [...base, 3],
+      base.slice(0, 20),
+      [...base.slice(0, 10), 7, 7, 7],
+    ]);
+    expect(groups).toEqual([{ members: [3, 0, 2], length: 19 }]);
+    expect(sharedPrefixGroups([ids(40, 1)])).toEqual([]);
   });
 });

@@ -74,6 +74,39 @@ export class PrefixStore {
   }
 }
 
+/**
+ * Prompts of one prefill batch that share a prefix of at least MIN_REUSED_TOKENS (the repeats of one task, started
+ * together): clusters of prompt indices and the prefix all members share, at most all but the shortest member's last
+ * token. Prompts in no cluster are left out.
+ */
+export function sharedPrefixGroups(prompts: readonly (readonly number[])[]): { members: number[]; length: number }[] {
+  const order = prompts.map((_, i) => i).sort((a, b) => compareTokens(prompts[a], prompts[b]));
+  const groups: { members: number[]; length: number }[] = [];
+  let current: { members: number[]; length: number } | null = null;
+  for (let k = 1; k < order.length; k++) {
+    const [prev, next] = [order[k - 1], order[k]];
+    const shared = Math.min(commonPrefix(prompts[prev], prompts[next]), prompts[prev].length - 1, prompts[next].length - 1);
+    if (shared < MIN_REUSED_TOKENS) {
+      current = null;
+      continue;
+    }
+    if (current) {
+      current.members.push(next);
+      current.length = Math.min(current.length, shared);
+    } else {
+      current = { members: [prev, next], length: shared };
+      groups.push(current);
+    }
+  }
+  return groups;
+}
+
+function compareTokens(a: readonly number[], b: readonly number[]): number {
+  const n = Math.min(a.length, b.length);
+  for (let i = 0; i < n; i++) if (a[i] !== b[i]) return a[i] - b[i];
+  return a.length - b.length;
+}
+
 function commonPrefix(a: readonly number[], b: readonly number[]): number {
   const n = Math.min(a.length, b.length);
   let i = 0;
