@@ -10,7 +10,7 @@ import { createEngineFromWeights, type LocalEngine } from '../../../worker/engin
 import { initWeights } from '../../../worker/model.ts';
 import type { MergeMode } from '../../common/timeline/merge.ts';
 import { buildTrainBatch, type EpisodeForTraining } from './advantages.ts';
-import { relativeGradientError, tokenSumLossAndGradients, type LossAndGradients } from './testing/policy-gradient.ts';
+import { engineLossAndGradients, relativeGradientError, tokenSumLossAndGradients, type LossAndGradients } from './testing/policy-gradient.ts';
 import { runSyntheticEpisode, type AgentWorkload } from './testing/synthetic-agent.ts';
 
 const TINY: DecoderConfig = {
@@ -93,7 +93,7 @@ describe('merged timelines vs one sample per call (token-sum loss)', () => {
   it("agrees through the engine's own trainStep (micro-batched, padded) with the episode count as divisor", async () => {
     // learningRate 0: the step reports loss and gradient norm and leaves the weights as they are. The divisor is
     // what the training loop passes: the number of episodes, the same for both packings.
-    const options = { loss: 'ppo', normalization: 'token-sum', clipLow: 0.2, clipHigh: 0.2, learningRate: 0, weightDecay: 0, microBatchTokens: 512, lossDivisor: REWARDS.length } as const;
+    const options = { loss: 'ppo', normalization: 'token-sum', clipLow: 0.2, clipHigh: 0.2, learningRate: 0, weightDecay: 0, microBatchTokens: 512, lossDivisor: REWARDS.length, packing: 'rows' } as const;
     const naive = await engine.trainStep(batches.naive.samples, options);
     const merged = await engine.trainStep(batches.merged.samples, options);
     expect(Math.abs(naive.loss)).toBeGreaterThan(1e-3);
@@ -112,5 +112,52 @@ describe('merged timelines vs one sample per call (token-sum loss)', () => {
   it('refuses a loss divisor that is not a positive number', async () => {
     const options = { normalization: 'token-sum', learningRate: 0, lossDivisor: 0 } as const;
     await expect(engine.trainStep(batches.merged.samples, options)).rejects.toMatchObject({ name: 'InvalidTrainOptionsError' });
+  });
+});
+
+describe("a GRPO group's timelines as one prefix tree (token-sum loss)", () => {
+  // Four repeats of one task: the same system prompt and task, then their own actions and observations.
+  const GROUP_REWARDS = [1, 0, 0.5, 0];
+  let group: Record<MergeMode, TrainSample[]>;
+  let separate: LossAndGradients;
+
+  beforeAll(async () => {
+    const episodes: Record<MergeMode, EpisodeForTraining[]> = { merged: [], naive: [] };
+    for (const [i, reward] of GROUP_REWARDS.entries()) {
+      const draft = runSyntheticEpisode(WORKLOAD, { seed: 10 + i, taskSeed: 3 });
+      const scored = await engine.logprobs(draft.calls.map((c) => [...c.promptIds, ...c.generatedIds]));
+      const logprob = (call: number, token: number) => scored[call][draft.calls[call].promptIds.length + token] + noise(call, token);
+      const tracker = runSyntheticEpisode(WORKLOAD, { seed: 10 + i, taskSeed: 3, logprob });
+      for (const mode of ['merged', 'naive'] as const) episodes[mode].push({ episodeId: `${tracker.episodeId}-${i}`, reward, timelines: tracker.merge(mode).timelines });
+    }
+    group = {
+      merged: buildTrainBatch([{ groupId: 'task-3', episodes: episodes.merged }], 1e-6).samples,
+      naive: buildTrainBatch([{ groupId: 'task-3', episodes: episodes.naive }], 1e-6).samples,
+    };
+    // The reference: every per-call sample through its own forward.
+    separate = await tokenSumLossAndGradients(TINY, weights, group.naive);
+  });
+
+  it('gives the loss and gradients of one sample per call, from the merged timelines and from the calls themselves', async () => {
+    expect(Math.abs(separate.loss)).toBeGreaterThan(1e-3);
+    for (const [samples, budget] of [
+      [group.merged, 4096],
+      [group.naive, 4096],
+      [group.merged, 300], // split into several micro-batches at subtree boundaries
+    ] as const) {
+      const tree = await engineLossAndGradients(TINY, weights, samples, 'tree', budget);
+      expect(Math.abs(tree.loss - separate.loss) / Math.abs(separate.loss)).toBeLessThanOrEqual(TOLERANCE);
+      expect(relativeGradientError(tree.gradients, separate.gradients)).toBeLessThanOrEqual(TOLERANCE);
+    }
+  });
+
+  it("computes the group's shared context once: fewer tokens than the merged timelines as rows", async () => {
+    const rows = await engineLossAndGradients(TINY, weights, group.merged, 'rows');
+    const tree = await engineLossAndGradients(TINY, weights, group.merged, 'tree');
+    const mergedTokens = group.merged.reduce((a, s) => a + s.tokens.length, 0);
+    expect(rows.computedTokens).toBeGreaterThanOrEqual(mergedTokens);
+    // Each repeat after the first shares at least the system prompt and task.
+    expect(tree.computedTokens).toBeLessThanOrEqual(mergedTokens - (GROUP_REWARDS.length - 1) * (WORKLOAD.promptTokens - 10));
+    expect(relativeGradientError(tree.gradients, rows.gradients)).toBeLessThanOrEqual(TOLERANCE);
   });
 });

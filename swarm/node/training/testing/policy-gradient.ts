@@ -11,8 +11,11 @@
 import * as tf from '@tensorflow/tfjs';
 import type { DecoderConfig, NamedTensors, TrainSample } from '../../../../worker/common/engine.ts';
 import { ppoClipLoss } from '../../../../worker/losses.ts';
+import type { TrainPacking } from '../../../../worker/common/engine.ts';
 import { forward, fuseWeights, targetLogprobs, toParams } from '../../../../worker/model.ts';
+import { AdamW } from '../../../../worker/optimizer.ts';
 import { readAllFloats } from '../../../../worker/read.ts';
+import { batchGradients, DEFAULT_TRAIN_OPTIONS } from '../../../../worker/train.ts';
 
 export interface LossAndGradients {
   loss: number;
@@ -50,6 +53,30 @@ export async function tokenSumLossAndGradients(cfg: DecoderConfig, weights: Name
     return { loss, gradients };
   } finally {
     tf.dispose(variables);
+  }
+}
+
+/**
+ * The same loss and gradient as the trainer computes them: the engine's micro-batched gradient (worker/train.ts
+ * batchGradients) in the given packing, token-sum over the samples with divisor 1, before clipping.
+ */
+export async function engineLossAndGradients(cfg: DecoderConfig, weights: NamedTensors, samples: readonly TrainSample[], packing: TrainPacking, microBatchTokens = 4096, clip = { low: 0.2, high: 0.2 }): Promise<LossAndGradients & { computedTokens: number }> {
+  const params = toParams(weights, true);
+  const names = Object.keys(params);
+  const trainable = Object.values(params) as tf.Variable[];
+  try {
+    const state = { cfg, params, lora: null, trainable, optimizer: new AdamW(trainable), reference: null };
+    const opts = { ...DEFAULT_TRAIN_OPTIONS, normalization: 'token-sum', lossDivisor: 1, clipLow: clip.low, clipHigh: clip.high, packing, microBatchTokens } as const;
+    const out = batchGradients(state, [...samples], opts);
+    // Per micro-batch the scalars are [loss, entropy sum, clipped count]: the loss is every third.
+    const values = await readAllFloats([...out.scalars, ...out.grads]);
+    const loss = values.slice(0, out.scalars.length).reduce((sum, v, i) => (i % 3 === 0 ? sum + v[0] : sum), 0);
+    const gradients: Record<string, Float32Array> = {};
+    names.forEach((name, i) => (gradients[name] = values[out.scalars.length + i]));
+    tf.dispose([...out.scalars, ...out.grads]);
+    return { loss, gradients, computedTokens: out.computedTokens };
+  } finally {
+    tf.dispose(trainable);
   }
 }
 

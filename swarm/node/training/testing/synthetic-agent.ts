@@ -46,6 +46,11 @@ export function syntheticText(length: number, seed: number): string {
 export interface SyntheticEpisodeOptions {
   /** Varies the texts between episodes. */
   seed: number;
+  /**
+   * The task: system prompt and task text come from it (default: `seed`). The repeats of one task in a GRPO group
+   * share it and differ in `seed`, so they open with the same context and then act and observe differently.
+   */
+  taskSeed?: number;
   policyVersion?: number;
   /** Logprob recorded for generated token i of call c (defaults to a fixed made-up value). */
   logprob?: (call: number, token: number) => number;
@@ -72,7 +77,7 @@ export function runSyntheticEpisode(workload: AgentWorkload, options: SyntheticE
   const { tokenizer, template } = builtinTokenizerBundle();
   const tracker = new EpisodeTracker({ episodeId: `synthetic-${options.seed}`, tokenizer, template });
   const logprob = options.logprob ?? ((c: number, t: number) => -0.5 - ((c + t) % 5) / 10);
-  const messages = openingMessages(workload, options.seed);
+  const messages = openingMessages(workload, options.taskSeed ?? options.seed);
   let clock = Date.parse('2026-01-01T00:00:00Z');
   for (let turn = 0; turn < workload.turns; turn++) {
     const rendered = tracker.render(messages);
