@@ -1,9 +1,16 @@
 /**
- * Timeline merging, measured: agent episodes run through the real gateway and context tracker (a real peer with
- * its SQLite store; the agent speaks HTTP), then one real training step on the same data both ways — one sample
- * per call (naive) and the merged timelines — with the real trainer engine.
+ * Timeline merging and tree training, measured: agent episodes run through the real gateway and context tracker (a
+ * real peer with its SQLite store; the agent speaks HTTP), then one real training step on the same data each way —
+ * one sample per call (naive), the merged timelines as padded rows (merged), and the merged timelines of the whole
+ * batch as one prefix tree (tree: a group's shared context computed once) — with the real trainer engine.
  *
- *   npm run bench -- merge [--json] [--scale S] [--driver gateway|tracker] [--turns N]
+ *   npm run bench -- merge [--json] [--scale S] [--driver gateway|tracker] [--turns N] [--group N]
+ *
+ * Two tables: single episodes (one per workload), and GRPO groups — `--group` repeats (default 8) of one task run
+ * together, sharing an AppWorld-like context of system prompt + API documentation (4,000 tokens at scale 1: the
+ * AppWorld agent's prompt carries the documentation of the apps' APIs) and then acting and observing on their own.
+ * The group table also reports the share of prompt tokens the rollouts took from the prefix cache, and checks in
+ * the same run that the tree's loss and gradients equal one sample per call (each through its own forward).
  *
  * Workloads: 5, 25 and 50 turns; 25 turns is AppWorld-like (≈1,000 prompt tokens of system + task, ≈150-token
  * observations, ≈60-token actions). `--scale` multiplies every token size (default 0.1 so that the naive step
@@ -20,12 +27,14 @@ import { join } from 'node:path';
 import type { DecoderConfig, TrainOptions, TrainSample } from '../worker/common/engine.ts';
 import { createEngineFromWeights, type LocalEngine } from '../worker/engine.ts';
 import { initWeights } from '../worker/model.ts';
+import { treeTokenCount } from '../worker/prefix-tree.ts';
 import type { ChatMessage } from '../worker/tokenizer/types.ts';
 import { toMergeCalls } from '../swarm/common/timeline/call.ts';
 import { mergeTimelines, type MergeCall } from '../swarm/common/timeline/merge.ts';
 import { PeerRuntime } from '../swarm/node/runtime.ts';
 import { getCalls } from '../swarm/node/store/episode-reads.ts';
 import { timelineSample } from '../swarm/node/training/advantages.ts';
+import { engineLossAndGradients, relativeGradientError, tokenSumLossAndGradients } from '../swarm/node/training/testing/policy-gradient.ts';
 import {
   APPWORLD_LIKE,
   observationMessage,
@@ -60,6 +69,10 @@ const WORKLOADS: AgentWorkload[] = [
   { turns: 50, promptTokens: 1000, observationTokens: 60, actionTokens: 30 },
 ];
 
+/** A group's shared opening: system prompt + API documentation + task (AppWorld-like; see the module comment). */
+const GROUP_PROMPT_TOKENS = 4000;
+const DEFAULT_GROUP_SIZE = 8;
+
 /** The loop's defaults (swarm/node/training/config.ts), with a tiny learning rate: the step is timed, not used. */
 const TRAIN: Partial<TrainOptions> = {
   loss: 'ppo',
@@ -70,7 +83,7 @@ const TRAIN: Partial<TrainOptions> = {
   learningRate: 1e-6,
   weightDecay: 0,
   maxGradNorm: 1,
-  // One episode per step: the same divisor for both packings, so merged and naive compute the same update.
+  // The same divisor for every packing, so naive, merged and tree compute the same update.
   lossDivisor: 1,
 };
 
@@ -97,12 +110,21 @@ function scaled(w: AgentWorkload, scale: number): AgentWorkload {
   };
 }
 
+interface GatewayEpisode {
+  calls: MergeCall[];
+  promptTokens: number;
+  /** Prompt tokens the gateway reported as served from the prefix cache (usage.prompt_tokens_details). */
+  cachedTokens: number;
+}
+
 /** One episode through a real peer: the agent calls the OpenAI-compatible gateway and reports its reward. */
 async function gatewayEpisode(
   peer: PeerRuntime,
   workload: AgentWorkload,
   seed: number,
-): Promise<MergeCall[]> {
+  taskSeed = seed,
+  reward = 1,
+): Promise<GatewayEpisode> {
   const post = async (url: string, token: string, body: unknown) => {
     const res = await fetch(url, {
       method: 'POST',
@@ -115,13 +137,15 @@ async function gatewayEpisode(
   };
   const episode = (await post(`http://127.0.0.1:${peer.port}/swarm/v1/episodes`, peer.token, {
     model: 'bench',
-    taskId: `task-${seed}`,
+    taskId: `task-${taskSeed}`,
   })) as {
     episodeId: string;
     baseUrl: string;
     apiKey: string;
   };
-  const messages: ChatMessage[] = openingMessages(workload, seed);
+  const messages: ChatMessage[] = openingMessages(workload, taskSeed);
+  let promptTokens = 0;
+  let cachedTokens = 0;
   for (let turn = 0; turn < workload.turns; turn++) {
     const answer = (await post(`${episode.baseUrl}/chat/completions`, episode.apiKey, {
       model: 'bench',
@@ -129,38 +153,73 @@ async function gatewayEpisode(
       max_tokens: workload.actionTokens,
     })) as {
       choices: { message: ChatMessage }[];
+      usage: { prompt_tokens: number; prompt_tokens_details?: { cached_tokens?: number } };
     };
+    promptTokens += answer.usage.prompt_tokens;
+    cachedTokens += answer.usage.prompt_tokens_details?.cached_tokens ?? 0;
     // The agent keeps the assistant message exactly as returned (content and any tool calls), as real agents do.
     messages.push(answer.choices[0].message);
     messages.push(observationMessage(workload, seed, turn));
   }
-  await post(`http://127.0.0.1:${peer.port}/swarm/v1/episodes/${episode.episodeId}/end`, peer.token, {
-    reward: 1,
-  });
-  return toMergeCalls(getCalls(peer.db, episode.episodeId));
+  await post(`http://127.0.0.1:${peer.port}/swarm/v1/episodes/${episode.episodeId}/end`, peer.token, { reward });
+  return { calls: toMergeCalls(getCalls(peer.db, episode.episodeId)), promptTokens, cachedTokens };
 }
 
-async function timedStep(engine: LocalEngine, samples: TrainSample[]): Promise<number> {
+/** A group's rewards: spread so that every repeat has an advantage of its own. */
+const groupReward = (i: number) => (i % 4) / 3;
+
+async function timedStep(engine: LocalEngine, samples: TrainSample[], packing: 'rows' | 'tree' = 'rows'): Promise<{ ms: number; computedTokens: number }> {
   const started = performance.now();
-  await engine.trainStep(samples, TRAIN);
-  return performance.now() - started;
+  const metrics = await engine.trainStep(samples, { ...TRAIN, packing });
+  return { ms: performance.now() - started, computedTokens: metrics.computedTokens ?? 0 };
+}
+
+interface GroupRun {
+  workload: AgentWorkload;
+  episodes: MergeCall[][];
+  rewards: number[];
+  /** Σ cached ÷ Σ prompt tokens over the group's calls (null without the gateway). */
+  prefixCacheShare: number | null;
+}
+
+/** The group's repeats of one task, all at once through the gateway (as a runner starts a group). */
+async function gatewayGroup(peer: PeerRuntime, workload: AgentWorkload, taskSeed: number, size: number): Promise<GroupRun> {
+  const rewards = Array.from({ length: size }, (_, i) => groupReward(i));
+  const runs = await Promise.all(rewards.map((reward, i) => gatewayEpisode(peer, workload, taskSeed * 100 + i, taskSeed, reward)));
+  const prompt = runs.reduce((a, r) => a + r.promptTokens, 0);
+  return { workload, episodes: runs.map((r) => r.calls), rewards, prefixCacheShare: prompt > 0 ? runs.reduce((a, r) => a + r.cachedTokens, 0) / prompt : 0 };
+}
+
+function trackerGroup(workload: AgentWorkload, taskSeed: number, size: number): GroupRun {
+  const rewards = Array.from({ length: size }, (_, i) => groupReward(i));
+  const episodes = rewards.map((_, i) => toMergeCalls(runSyntheticEpisode(workload, { seed: taskSeed * 100 + i, taskSeed }).calls));
+  return { workload, episodes, rewards, prefixCacheShare: null };
+}
+
+/** The group's samples in one mode, each episode's timelines carrying its GRPO advantage. */
+function groupSamples(group: GroupRun, mode: 'naive' | 'merged'): TrainSample[] {
+  const mean = group.rewards.reduce((a, r) => a + r, 0) / group.rewards.length;
+  const std = Math.sqrt(group.rewards.reduce((a, r) => a + (r - mean) ** 2, 0) / group.rewards.length);
+  return group.episodes.flatMap((calls, i) => mergeTimelines(calls, mode).timelines.map((t) => timelineSample(t, (group.rewards[i] - mean) / (std + 1e-6))));
 }
 
 export default async function merge(ctx: BenchContext): Promise<Record<string, unknown>> {
   const scale = Number(argValue(ctx.args, '--scale') ?? DEFAULT_SCALE);
   const onlyTurns = argValue(ctx.args, '--turns');
   const driver = (argValue(ctx.args, '--driver') ?? 'gateway') as Driver;
-  if (!(scale > 0) || !['gateway', 'tracker'].includes(driver))
-    throw new Error('usage: merge [--scale S>0] [--driver gateway|tracker]');
-  const workloads = WORKLOADS.filter((w) => onlyTurns === undefined || w.turns === Number(onlyTurns)).map(
-    (w) => scaled(w, scale),
-  );
-  if (workloads.length === 0)
+  const groupSize = Number(argValue(ctx.args, '--group') ?? DEFAULT_GROUP_SIZE);
+  if (!(scale > 0) || !['gateway', 'tracker'].includes(driver) || !Number.isInteger(groupSize) || groupSize < 2)
+    throw new Error('usage: merge [--scale S>0] [--driver gateway|tracker] [--turns N] [--group N≥2]');
+  const chosen = WORKLOADS.filter((w) => onlyTurns === undefined || w.turns === Number(onlyTurns));
+  if (chosen.length === 0)
     throw new Error(`no workload has ${onlyTurns} turns (${WORKLOADS.map((w) => w.turns).join(', ')})`);
+  const workloads = chosen.map((w) => scaled(w, scale));
+  const groupWorkloads = chosen.map((w) => scaled({ ...w, promptTokens: GROUP_PROMPT_TOKENS }, scale));
   const weights = initWeights(MODEL, 1);
 
-  // 1. Episodes.
+  // 1. Episodes: one per workload, then one group per workload.
   const episodes: MergeCall[][] = [];
+  const groups: GroupRun[] = [];
   if (driver === 'gateway') {
     const dataDir = mkdtempSync(join(tmpdir(), 'agentjet-bench-merge-'));
     const peer = await PeerRuntime.start({
@@ -168,13 +227,17 @@ export default async function merge(ctx: BenchContext): Promise<Record<string, u
       port: 0,
       consoleLogLevel: 'warn',
       // The builtin byte tokenizer and template, with the bench model's weights (in-process engine).
-      models: [{ name: 'bench', source: { kind: 'builtin', name: 'tiny' }, aliases: [], poolLimit: 4 }],
+      models: [{ name: 'bench', source: { kind: 'builtin', name: 'tiny' }, aliases: [], poolLimit: groupSize }],
       startEngine: () => createEngineFromWeights({ name: 'bench', config: MODEL, weights, tokenizer: null }),
     });
     try {
       for (const [i, w] of workloads.entries()) {
         ctx.log(`episode: ${w.turns} turns through the gateway …`);
-        episodes.push(await gatewayEpisode(peer, w, i + 1));
+        episodes.push((await gatewayEpisode(peer, w, i + 1)).calls);
+      }
+      for (const [i, w] of groupWorkloads.entries()) {
+        ctx.log(`group: ${groupSize} episodes × ${w.turns} turns through the gateway, started together …`);
+        groups.push(await gatewayGroup(peer, w, 10 + i, groupSize));
       }
     } finally {
       await peer.stop();
@@ -183,6 +246,7 @@ export default async function merge(ctx: BenchContext): Promise<Record<string, u
   } else {
     for (const [i, w] of workloads.entries())
       episodes.push(toMergeCalls(runSyntheticEpisode(w, { seed: i + 1 }).calls));
+    for (const [i, w] of groupWorkloads.entries()) groups.push(trackerGroup(w, 10 + i, groupSize));
   }
 
   // 2. One training step each way, on a fresh engine warmed up on a short sample.
@@ -193,10 +257,11 @@ export default async function merge(ctx: BenchContext): Promise<Record<string, u
     tokenizer: null,
   });
   const warm = episodes[0][0];
-  await engine.trainStep(
-    mergeTimelines([warm], 'naive').timelines.map((t) => timelineSample(t, 1)),
-    TRAIN,
-  );
+  for (const packing of ['rows', 'tree'] as const)
+    await engine.trainStep(
+      mergeTimelines([warm], 'naive').timelines.map((t) => timelineSample(t, 1)),
+      { ...TRAIN, packing },
+    );
   const rows: Row[] = [];
   for (const [i, calls] of episodes.entries()) {
     const merged = mergeTimelines(calls, 'merged');
@@ -205,27 +270,79 @@ export default async function merge(ctx: BenchContext): Promise<Record<string, u
     ctx.log(
       `update: ${workloads[i].turns} turns, naive ${merged.savings.naiveTokens} tokens vs merged ${merged.savings.mergedTokens} …`,
     );
-    const naiveMs = await timedStep(engine, samples(naive));
-    const mergedMs = await timedStep(engine, samples(merged));
+    const naiveStep = await timedStep(engine, samples(naive));
+    const mergedStep = await timedStep(engine, samples(merged));
     rows.push({
       turns: workloads[i].turns,
       naive_tokens: merged.savings.naiveTokens,
       merged_tokens: merged.savings.mergedTokens,
       token_ratio: round(merged.savings.tokenRatio),
-      naive_update_ms: Math.round(naiveMs),
-      merged_update_ms: Math.round(mergedMs),
-      update_time_ratio: round(naiveMs / mergedMs),
+      naive_update_ms: Math.round(naiveStep.ms),
+      merged_update_ms: Math.round(mergedStep.ms),
+      update_time_ratio: round(naiveStep.ms / mergedStep.ms),
       merge_rate: merged.savings.mergeRate,
     });
   }
+
+  const groupRows: Row[] = [];
+  for (const group of groups) {
+    const naive = groupSamples(group, 'naive');
+    const merged = groupSamples(group, 'merged');
+    const tokens = (samples: TrainSample[]) => samples.reduce((a, s) => a + s.tokens.length, 0);
+    ctx.log(
+      `update: group ${groupSize} × ${group.workload.turns} turns, naive ${tokens(naive)} tokens, merged ${tokens(merged)}, tree ${treeTokenCount(merged, TRAIN.microBatchTokens)} …`,
+    );
+    const naiveStep = await timedStep(engine, naive);
+    const mergedStep = await timedStep(engine, merged);
+    const treeStep = await timedStep(engine, merged, 'tree');
+    const tokenRatio = tokens(naive) / treeStep.computedTokens;
+    groupRows.push({
+      group: `${groupSize} × ${group.workload.turns} turns`,
+      naive_tokens: tokens(naive),
+      merged_tokens: tokens(merged),
+      tree_tokens: treeStep.computedTokens,
+      tree_token_ratio: round(tokenRatio),
+      naive_update_ms: Math.round(naiveStep.ms),
+      merged_update_ms: Math.round(mergedStep.ms),
+      tree_update_ms: Math.round(treeStep.ms),
+      tree_update_time_ratio: round(naiveStep.ms / treeStep.ms),
+      time_vs_token_ratio: round(naiveStep.ms / treeStep.ms / tokenRatio),
+      tree_vs_merged: round(mergedStep.ms / treeStep.ms),
+      tree_vs_merged_tokens: round(tokens(merged) / treeStep.computedTokens),
+      group_prefix_cache_share: group.prefixCacheShare === null ? null : round(group.prefixCacheShare),
+    });
+  }
   await engine.close();
+
+  // 3. Exactness in the same run: the smallest group's tree against one sample per call, each its own forward.
+  let exactness: Row | null = null;
+  if (groups.length > 0) {
+    const group = groups[0];
+    ctx.log(`check: group ${groupSize} × ${group.workload.turns} turns, tree vs one sample per call (loss and gradients) …`);
+    const separate = await tokenSumLossAndGradients(MODEL, weights, groupSamples(group, 'naive'));
+    const tree = await engineLossAndGradients(MODEL, weights, groupSamples(group, 'merged'), 'tree', TRAIN.microBatchTokens);
+    exactness = {
+      group: `${groupSize} × ${group.workload.turns} turns`,
+      loss_separate: separate.loss,
+      loss_tree: tree.loss,
+      loss_rel_error: Math.abs(tree.loss - separate.loss) / Math.abs(separate.loss),
+      gradient_rel_error: relativeGradientError(tree.gradients, separate.gradients),
+      within_1e4: Math.abs(tree.loss - separate.loss) / Math.abs(separate.loss) <= 1e-4 && relativeGradientError(tree.gradients, separate.gradients) <= 1e-4,
+    };
+  }
 
   const backend = engine.info.backend.name;
   process.stdout.write(
     `merge: ${driver === 'gateway' ? 'episodes through the real gateway + tracker' : 'episodes through the real tracker (no gateway)'}; backend ${backend}; scale ${scale}; model: ${MODEL_LABEL}\n`,
   );
-  process.stdout.write(formatTable(rows) + '\n');
-  return { workloads: rows, backend, driver, scale, model: MODEL_LABEL };
+  process.stdout.write('single episodes (naive: one sample per call; merged: timelines as padded rows)\n');
+  process.stdout.write(formatTable(rows) + '\n\n');
+  process.stdout.write(
+    `GRPO groups (${groupSize} repeats of one task sharing a ${Math.round(GROUP_PROMPT_TOKENS * scale)}-token context; tree: the batch's merged timelines as one prefix tree per micro-batch of ${TRAIN.microBatchTokens} tokens)\n`,
+  );
+  process.stdout.write(formatTable(groupRows) + '\n\n');
+  if (exactness) process.stdout.write('exactness (token-sum PPO loss; gradients of every parameter)\n' + formatTable([exactness]) + '\n');
+  return { workloads: rows, groups: groupRows, exactness, backend, driver, scale, groupSize, groupPromptTokens: Math.round(GROUP_PROMPT_TOKENS * scale), model: MODEL_LABEL };
 }
 
 function round(x: number): number {

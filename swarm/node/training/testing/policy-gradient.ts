@@ -26,30 +26,34 @@ export interface LossAndGradients {
 export async function tokenSumLossAndGradients(cfg: DecoderConfig, weights: NamedTensors, samples: readonly TrainSample[], clip = { low: 0.2, high: 0.2 }): Promise<LossAndGradients> {
   const params = toParams(weights, true);
   const variables = Object.values(params) as tf.Variable[];
+  const entries = Object.entries(params).map(([name, tensor]) => ({ name, variable: tensor as tf.Variable }));
+  const gradients: Record<string, Float32Array> = {};
+  for (const { name, variable } of entries) gradients[name] = new Float32Array(variable.size);
+  let loss = 0;
   try {
-    const { value, grads } = tf.variableGrads(() => {
-      let total = tf.scalar(0);
-      for (const sample of samples) {
+    // One sample at a time, summed on the host: the loss is a sum over samples, and one tape per sample keeps
+    // memory to one forward however many calls a group has.
+    for (const sample of samples) {
+      const { value, grads } = tf.variableGrads(() => {
         const t = sample.tokens.length;
         // Pred alignment: position i predicts token i + 1.
         const targets = Int32Array.from(sample.tokens.slice(1));
         const logits = forward(cfg, fuseWeights(cfg, params), Int32Array.from(sample.tokens), 1, t); // [T, V]
         const logp = targetLogprobs(tf.slice(logits, [0, 0], [t - 1, cfg.vocab_size]), targets); // [T-1]
         const ppo = ppoClipLoss(logp, tf.tensor1d(sample.oldLogprobs.slice(1)), tf.tensor1d(sample.advantages.slice(1)), clip.low, clip.high);
-        total = tf.add(total, tf.sum(tf.mul(ppo.loss, tf.tensor1d(sample.lossMask.slice(1)))));
-      }
-      return total as tf.Scalar;
-    }, variables);
-    // Read asynchronously: every backend supports it (WebGPU under Node reads no other way).
-    const entries = Object.entries(params).map(([name, tensor]) => ({ name, variable: tensor as tf.Variable }));
-    const withGrad = entries.filter(({ variable }) => grads[variable.name]);
-    const [lossValue, ...values] = await readAllFloats([value, ...withGrad.map(({ variable }) => grads[variable.name])]);
-    const gradients: Record<string, Float32Array> = {};
-    for (const { name, variable } of entries) gradients[name] = new Float32Array(variable.size);
-    withGrad.forEach(({ name }, i) => (gradients[name] = values[i]));
-    const loss = lossValue[0];
-    value.dispose();
-    tf.dispose(Object.values(grads));
+        return tf.sum(tf.mul(ppo.loss, tf.tensor1d(sample.lossMask.slice(1)))) as tf.Scalar;
+      }, variables);
+      // Read asynchronously: every backend supports it (WebGPU under Node reads no other way).
+      const withGrad = entries.filter(({ variable }) => grads[variable.name]);
+      const [lossValue, ...values] = await readAllFloats([value, ...withGrad.map(({ variable }) => grads[variable.name])]);
+      withGrad.forEach(({ name }, i) => {
+        const sum = gradients[name];
+        values[i].forEach((x, j) => (sum[j] += x));
+      });
+      loss += lossValue[0];
+      value.dispose();
+      tf.dispose(Object.values(grads));
+    }
     return { loss, gradients };
   } finally {
     tf.dispose(variables);
