@@ -60,6 +60,8 @@ export const DEFAULT_TRAIN_OPTIONS: TrainOptions = {
   weightDecay: 0,
   maxGradNorm: 1,
   schedule: { kind: 'constant' },
+  // A batch's timelines as one prefix tree per micro-batch: a group's shared context computed once, same update.
+  packing: 'tree',
 };
 
 export const DEFAULT_TRAINING_CONFIG: TrainingConfig = {
@@ -127,6 +129,7 @@ export const trainOptionsSchema = z
     maxGradNorm: z.number().positive().max(1e6),
     temperature: z.number().positive().max(10),
     schedule: lrScheduleSchema,
+    packing: z.enum(['tree', 'rows']),
   })
   .partial()
   .strict();

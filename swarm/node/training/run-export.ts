@@ -25,6 +25,8 @@ const CSV_COLUMNS: ReadonlyArray<[string, (s: RunStep) => unknown]> = [
   ['episodes', (s) => s.episodes],
   ['samples', (s) => s.samples],
   ['naive_tokens', (s) => s.naiveTokens],
+  ['computed_tokens', (s) => s.metrics.computedTokens],
+  ['packing', (s) => s.metrics.packing],
   ['discarded_groups', (s) => s.discardedGroups],
   ['discarded_share', (s) => s.discardedShare],
   ['response_tokens_mean', (s) => s.responseTokensMean],

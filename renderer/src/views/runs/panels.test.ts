@@ -47,10 +47,17 @@ describe('buildPanels', () => {
     const steps = [runStep(1, { naiveTokens: 6000, discardedShare: 0.75 })];
     const panels = buildPanels([source('a', { steps })]);
     expect(panel(panels, 'merge-savings').series[0].y).toEqual([3]);
+    expect(panel(panels, 'tree-savings').off).not.toBeNull(); // the fixture's steps trained on padded rows
     expect(panel(panels, 'discarded').series[0].y).toEqual([0.75]);
     expect(panel(panels, 'discarded').yDomain).toEqual([0, 1]);
     expect(panel(panels, 'discarded').format).toBe('percent');
     expect(panel(panels, 'grad-norm').logScaleAllowed).toBe(true);
+  });
+
+  it('derives tree savings as naive ÷ the tokens a tree update computed', () => {
+    const base = runStep(1, { naiveTokens: 6000 });
+    const steps = [{ ...base, metrics: { ...base.metrics, packing: 'tree' as const, computedTokens: 1500 } }];
+    expect(panel(buildPanels([source('a', { steps })]), 'tree-savings').series[0].y).toEqual([4]);
   });
 
   it('turns the KL panel off only when every run trains without a KL penalty', () => {

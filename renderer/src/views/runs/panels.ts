@@ -34,6 +34,7 @@ export const PANEL_IDS = [
   'tokens-per-s',
   'policy-lag',
   'merge-savings',
+  'tree-savings',
 ] as const;
 export type PanelId = (typeof PANEL_IDS)[number];
 
@@ -75,6 +76,7 @@ export interface StepColumns {
   rolloutTokensPerS: Column;
   policyLag: Column;
   mergeRatio: Column;
+  treeRatio: Column;
 }
 
 function num(value: unknown): number | null {
@@ -103,6 +105,7 @@ export function stepColumns(steps: readonly (TrainStepSummary | RunStep)[]): Ste
     rolloutTokensPerS: [],
     policyLag: [],
     mergeRatio: [],
+    treeRatio: [],
   };
   for (const s of steps) {
     c.x.push('runStep' in s ? s.runStep : s.step);
@@ -124,6 +127,9 @@ export function stepColumns(steps: readonly (TrainStepSummary | RunStep)[]): Ste
     c.policyLag.push(num(s.policyLagMean));
     const naive = num(s.naiveTokens);
     c.mergeRatio.push(naive !== null && s.metrics.tokens > 0 ? naive / s.metrics.tokens : null);
+    // Tree packing: the tokens the update computed (a group's shared context once); absent on older steps.
+    const computed = s.metrics.packing === 'tree' ? num(s.metrics.computedTokens) : null;
+    c.treeRatio.push(naive !== null && computed !== null && computed > 0 ? naive / computed : null);
   }
   columnsCache.set(steps, c);
   return c;
@@ -165,6 +171,7 @@ const COLUMN_PANELS: readonly ColumnPanel[] = [
   { id: 'discarded', title: 'Discarded groups (uniform reward)', column: 'discardedShare', format: 'percent', yDomain: [0, 1], missing: 'No step reports discarded groups' },
   { id: 'policy-lag', title: 'Policy lag (versions)', column: 'policyLag', format: 'number', missing: 'No step reports policy lag' },
   { id: 'merge-savings', title: 'Merge savings (naive ÷ merged tokens)', column: 'mergeRatio', format: 'ratio', missing: 'No step reports naive tokens' },
+  { id: 'tree-savings', title: 'Tree savings (naive ÷ tree tokens)', column: 'treeRatio', format: 'ratio', missing: 'No step trained on a prefix tree' },
 ];
 
 const NO_STEPS = 'No optimizer step yet';
