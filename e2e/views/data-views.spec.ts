@@ -5,6 +5,7 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import type { TestInfo, Page } from '@playwright/test';
+import type { EpisodeGroupShare } from '../../swarm/common/api.ts';
 import type { EpisodeExport } from '../../swarm/common/timeline/export.ts';
 import { formatCount } from '../../renderer/src/format.ts';
 import { REPO_ROOT } from '../support/peer.ts';
@@ -51,7 +52,9 @@ test('the merge view draws the lanes and calls of the export, with its savings a
   openView,
   produce,
 }, testInfo) => {
-  const id = await produce({ turns: 4 });
+  // Two repeats of one task: the second shares the task's opening with the first.
+  await produce({ turns: 4, taskId: 'merge-view-group' });
+  const id = await produce({ turns: 4, taskId: 'merge-view-group' });
   const exported = await api<EpisodeExport>(modelPeer, `/episodes/${id}/export`);
   await openView('episodes');
   await page.locator(`[data-episode-id="${id}"]`).click();
@@ -71,6 +74,12 @@ test('the merge view draws the lanes and calls of the export, with its savings a
   await expect(page.getByTestId('episode-token-ratio')).toHaveText(
     `${exported.savings.tokenRatio.toFixed(2)}×`,
   );
+  // What its group shares with it, as the control API reports it.
+  const share = await api<EpisodeGroupShare>(modelPeer, `/ui/episodes/${id}/group`);
+  expect(share.episodes).toBeGreaterThanOrEqual(2);
+  expect(share.sharedTokens).toBeGreaterThan(0);
+  await expect(page.getByTestId('group-tree-tokens')).toHaveText(formatCount(share.groupTreeTokens));
+  await expect(page.getByTestId('group-merged-tokens')).toHaveText(formatCount(share.groupMergedTokens));
 
   // Hovering a token shows its text, id and position.
   const canvas = page.getByTestId('merge-canvas');

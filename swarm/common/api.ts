@@ -16,6 +16,24 @@ export const roleSchema = z.enum(['server', 'client']);
 export type Role = z.infer<typeof roleSchema>;
 
 /** Merge totals over many episodes (`GET /api/ui/savings`). */
+/**
+ * How much of an episode its GRPO group shares (GET /api/ui/episodes/:id/group): the tokens of its timelines that
+ * the group's other episodes also hold as a common prefix, which tree training computes once for all of them.
+ */
+export interface EpisodeGroupShare {
+  groupId: string;
+  /** `step`: the episodes one step trained together; `queued`: ended and waiting together; `alone`: no other. */
+  basis: 'step' | 'queued' | 'alone';
+  /** Episodes in the group, this one included. */
+  episodes: number;
+  /** This episode's stored timeline tokens, and how many of them the rest of its group shares. */
+  tokens: number;
+  sharedTokens: number;
+  /** The group's timelines as rows (Σ lengths) and as one prefix tree. */
+  groupMergedTokens: number;
+  groupTreeTokens: number;
+}
+
 export interface MergeTotals {
   model: string | null;
   episodes: number;

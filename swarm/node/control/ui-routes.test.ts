@@ -3,10 +3,11 @@
  * the merge view's document equal to the export but for the calls' bodies, and the answers to bad requests.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { ApiErrorBody, MergeTotals } from '../../common/api.ts';
+import type { ApiErrorBody, EpisodeGroupShare, MergeTotals } from '../../common/api.ts';
 import type { EpisodeExport } from '../../common/timeline/export.ts';
 import type { EpisodePage } from '../store/episode-list.ts';
 import { insertEpisode } from '../store/episodes.ts';
+import { recordTrainStep } from '../store/train-steps.ts';
 import { storeEndedEpisode, tempStore } from '../store/testing/episodes.ts';
 import { serveReadRoutes, type ReadRoutesServer } from './testing/read-routes.ts';
 
@@ -96,5 +97,31 @@ describe('GET /api/ui/episodes/:id/merge', () => {
     }
     const badMode = await get<ApiErrorBody>('/ui/episodes/ep-01/merge?mode=fancy');
     expect([badMode.status, badMode.body.error.field]).toEqual([400, 'mode']);
+  });
+});
+
+describe('GET /api/ui/episodes/:id/group', () => {
+  beforeAll(() => {
+    // Four repeats of one task (group = task), the same 9 tokens each: three trained in one step, one still queued.
+    for (const id of ['ep-21', 'ep-22', 'ep-23', 'ep-24']) storeEndedEpisode(store.db, id, 'tiny', 'grp-task', 'calc-agent');
+    recordTrainStep(store.db, { model: 'tiny', step: 1, policyVersion: 2, metrics: {}, createdAt: '2026-01-02T00:00:00.000Z' }, ['ep-21', 'ep-22', 'ep-23', 'ep-02']);
+  });
+
+  it('counts what the episodes one step trained together share, and the group as one prefix tree', async () => {
+    const share = await get<EpisodeGroupShare>('/ui/episodes/ep-22/group');
+    expect(share.status).toBe(200);
+    // ep-02 was in the step but in another group: not counted.
+    expect(share.body).toEqual({ groupId: 'grp-task', basis: 'step', episodes: 3, tokens: 9, sharedTokens: 9, groupMergedTokens: 27, groupTreeTokens: 9 });
+  });
+
+  it('before a step, counts the ended episodes queued in the same group; an episode with no other is alone', async () => {
+    expect((await get<EpisodeGroupShare>('/ui/episodes/ep-24/group')).body).toMatchObject({ basis: 'alone', episodes: 1, sharedTokens: 0, groupTreeTokens: 9 });
+    storeEndedEpisode(store.db, 'ep-25', 'tiny', 'grp-task', 'calc-agent');
+    expect((await get<EpisodeGroupShare>('/ui/episodes/ep-24/group')).body).toMatchObject({ basis: 'queued', episodes: 2, sharedTokens: 9, groupMergedTokens: 18 });
+  });
+
+  it('answers 404 for an unknown episode', async () => {
+    const missing = await get<ApiErrorBody>('/ui/episodes/nope/group');
+    expect([missing.status, missing.body.error.name]).toEqual([404, 'NotFoundError']);
   });
 });

@@ -10,6 +10,8 @@
  *        export (swarm/common/timeline/export.ts) with the timelines in full but the calls without their token
  *        arrays and messages (a 50-turn episode's calls repeat its history 50 times: megabytes the view never draws;
  *        /api/episodes/:id has them)
+ *   GET /api/ui/episodes/:id/group                                          how much of the episode its GRPO group
+ *        shares (swarm/common/api.ts EpisodeGroupShare; episodes/group-share.ts)
  * The reads are the store's read model (store/episode-list.ts, store/episode-reads.ts).
  * Registered by the peer runtime: `addUiRoutes(runtime.control, runtime.db, runtime.serving.models)`.
  */
@@ -17,15 +19,18 @@ import type { Database } from 'better-sqlite3';
 import { z } from 'zod';
 import {
   episodeExportHandler,
+  episodeNotFound,
   episodePageQueryShape,
   episodeSelectionQueryShape,
   listFilterFromQuery,
   sendEpisodePage,
   stepNeedsModel,
 } from '../episodes/control-routes.ts';
+import { episodeGroupShare } from '../episodes/group-share.ts';
 import { sendJson, validate } from '../http/respond.ts';
 import type { ModelHost } from '../models/model-host.ts';
 import { sumRunSavings } from '../store/episode-list.ts';
+import { getEpisode } from '../store/episode-reads.ts';
 import type { ControlRouter } from './routes.ts';
 
 const searchQuerySchema = z
@@ -44,4 +49,8 @@ export function addUiRoutes(control: ControlRouter, db: Database, models?: Pick<
     sendJson(res, 200, sumRunSavings(db, model));
   });
   control.get('/api/ui/episodes/:id/merge', episodeExportHandler(db, models, { lightCalls: true }));
+  control.get('/api/ui/episodes/:id/group', (_req, res, { params }) => {
+    if (!getEpisode(db, params.id)) throw episodeNotFound(params.id);
+    sendJson(res, 200, episodeGroupShare(db, params.id));
+  });
 }

@@ -161,7 +161,7 @@ export function addEpisodeControlRoutes(control: ControlRouter, db: Database, mo
   control.get('/api/episodes/:id/export', episodeExportHandler(db, models));
 }
 
-const episodeNotFound = (id: string) => notFound(`no episode ${id} in this peer's store`, 'episode_not_found');
+export const episodeNotFound = (id: string) => notFound(`no episode ${id} in this peer's store`, 'episode_not_found');
 
 /** Exports between two turns of the event loop: a long export must not keep the gateway's requests waiting. */
 const EXPORTS_PER_TURN = 50;

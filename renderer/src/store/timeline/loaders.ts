@@ -4,7 +4,7 @@ import type { EpisodeExport } from '../../../../swarm/common/timeline/export.ts'
 import { queryString, type ApiRequest } from '../../api/client.ts';
 import { ControlApiError, describeError } from '../../api/errors.ts';
 import type { AppStore } from '../types.ts';
-import type { MergeTotals } from '../../../../swarm/common/api.ts';
+import type { EpisodeGroupShare, MergeTotals } from '../../../../swarm/common/api.ts';
 import type { MergeMode } from './slice.ts';
 
 /**
@@ -37,6 +37,7 @@ export function loadTimeline(
     .then((doc) => {
       store.getState().timelineLoaded(requestId, doc);
       loadRunSavings(store, request, doc.episode.model);
+      loadGroupShare(store, request, episodeId);
     })
     .catch((error: unknown) => store.getState().timelineFailed(requestId, describeError(error)));
 }
@@ -50,5 +51,17 @@ function loadRunSavings(store: StoreApi<AppStore>, request: ApiRequest, model: s
       store
         .getState()
         .runSavingsLoaded(null, missing ? 'This peer does not report run totals yet.' : describeError(error));
+    });
+}
+
+/** What the episode's GRPO group shares with it (tree training computes it once); 404 on a peer without the route. */
+function loadGroupShare(store: StoreApi<AppStore>, request: ApiRequest, episodeId: string): void {
+  request<EpisodeGroupShare>('GET', `/ui/episodes/${encodeURIComponent(episodeId)}/group`)
+    .then((share) => store.getState().groupShareLoaded(episodeId, share, null))
+    .catch((error: unknown) => {
+      const missing = error instanceof ControlApiError && error.status === 404;
+      store
+        .getState()
+        .groupShareLoaded(episodeId, null, missing ? 'This peer does not report group sharing yet.' : describeError(error));
     });
 }

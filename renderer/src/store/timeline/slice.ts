@@ -4,7 +4,7 @@
  * Zoom, pan and hover change many times a second: the canvas subscribes to them outside React.
  */
 import type { StateCreator } from 'zustand';
-import type { MergeTotals } from '../../../../swarm/common/api.ts';
+import type { EpisodeGroupShare, MergeTotals } from '../../../../swarm/common/api.ts';
 import type { EpisodeExport } from '../../../../swarm/common/timeline/export.ts';
 import type { AppStore } from '../types.ts';
 import { buildMergeLayout, type MergeLayout, type Viewport } from './layout.ts';
@@ -34,6 +34,8 @@ export interface TimelineState {
   selectedCallId: string | null;
   runSavings: MergeTotals | null;
   runSavingsError: string | null;
+  groupShare: EpisodeGroupShare | null;
+  groupShareError: string | null;
 }
 
 export interface TimelineActions {
@@ -44,6 +46,7 @@ export interface TimelineActions {
   timelineHovered(hover: HoveredToken | null): void;
   timelineCallSelected(callId: string | null): void;
   runSavingsLoaded(savings: MergeTotals | null, error: string | null): void;
+  groupShareLoaded(episodeId: string, share: EpisodeGroupShare | null, error: string | null): void;
 }
 
 export type TimelineSlice = { timeline: TimelineState } & TimelineActions;
@@ -61,6 +64,8 @@ export const initialTimelineState: TimelineState = {
   selectedCallId: null,
   runSavings: null,
   runSavingsError: null,
+  groupShare: null,
+  groupShareError: null,
 };
 
 export const createTimelineSlice: StateCreator<AppStore, [], [], TimelineSlice> = (set, get) => {
@@ -87,6 +92,8 @@ export const createTimelineSlice: StateCreator<AppStore, [], [], TimelineSlice> 
               selectedCallId: null,
               runSavings: null,
               runSavingsError: null,
+              groupShare: null,
+              groupShareError: null,
             }),
       });
       return requestId;
@@ -103,5 +110,9 @@ export const createTimelineSlice: StateCreator<AppStore, [], [], TimelineSlice> 
     timelineHovered: (hover) => patch({ hover }),
     timelineCallSelected: (callId) => patch({ selectedCallId: callId }),
     runSavingsLoaded: (savings, error) => patch({ runSavings: savings, runSavingsError: error }),
+    groupShareLoaded: (episodeId, share, error) => {
+      // An answer for an episode no longer shown is dropped.
+      if (get().timeline.episodeId === episodeId) patch({ groupShare: share, groupShareError: error });
+    },
   };
 };

@@ -1,4 +1,8 @@
-/** What merging saved: naive (one sample per call) vs merged tokens, for the episode and for its model's run. */
+/**
+ * What merging saved: naive (one sample per call) vs merged tokens, for the episode and for its model's run; and
+ * what the episode shares with its GRPO group, which tree training computes once for the whole group.
+ */
+import type { EpisodeGroupShare } from '../../../../swarm/common/api.ts';
 import { Panel } from '../../components/Panel.tsx';
 import { formatCount } from '../../format.ts';
 import { useAppStore } from '../../store/index.ts';
@@ -8,10 +12,12 @@ export function SavingsPanel() {
   const doc = useAppStore((s) => s.timeline.doc);
   const run = useAppStore((s) => s.timeline.runSavings);
   const runError = useAppStore((s) => s.timeline.runSavingsError);
+  const group = useAppStore((s) => s.timeline.groupShare);
+  const groupError = useAppStore((s) => s.timeline.groupShareError);
   if (!doc) return null;
   const episode = timelineSelectors.savingsSummary(doc.savings);
   return (
-    <div className="grid grid--two">
+    <div className="grid grid--three">
       <Panel
         title="This episode"
         testId="episode-savings"
@@ -44,7 +50,35 @@ export function SavingsPanel() {
           <p className="muted">{runError ?? 'Loading…'}</p>
         )}
       </Panel>
+      <Panel title="Its group" testId="group-share" aside={group && <span className="mono small muted">{group.groupId}</span>}>
+        {group ? <GroupShareFigures share={group} /> : <p className="muted">{groupError ?? 'Loading…'}</p>}
+      </Panel>
     </div>
+  );
+}
+
+const BASIS: Record<EpisodeGroupShare['basis'], string> = {
+  step: 'trained together in one step',
+  queued: 'ended, waiting for a step together',
+  alone: 'no other episode of its group',
+};
+
+function GroupShareFigures({ share }: { share: EpisodeGroupShare }) {
+  const shared = share.tokens > 0 ? share.sharedTokens / share.tokens : 0;
+  const ratio = share.groupTreeTokens > 0 ? share.groupMergedTokens / share.groupTreeTokens : 1;
+  return (
+    <>
+      <div className="savings">
+        <Figure label="Shared with its group" value={`${formatCount(share.sharedTokens)} (${Math.round(shared * 100)}%)`} testId="group-shared-tokens" />
+        <Figure label="Group merged tokens" value={formatCount(share.groupMergedTokens)} testId="group-merged-tokens" />
+        <Figure label="Group tree tokens" value={formatCount(share.groupTreeTokens)} testId="group-tree-tokens" />
+        <Figure label="Tree ratio" value={`${ratio.toFixed(2)}×`} testId="group-tree-ratio" strong />
+      </div>
+      <p className="hint">
+        {share.episodes} {share.episodes === 1 ? 'episode' : 'episodes'} · {BASIS[share.basis]}. A prefix they share is computed once when the
+        group trains as a tree.
+      </p>
+    </>
   );
 }
 
