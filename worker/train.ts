@@ -12,7 +12,7 @@
  */
 import * as tf from '@tensorflow/tfjs';
 import type { DecoderConfig, TrainMetrics, TrainOptions, TrainSample } from './common/engine.ts';
-import { k3Kl, nllLoss, ppoClipLoss } from './losses.ts';
+import { decoupledPpoLoss, k3Kl, nllLoss, ppoClipLoss, truncatedIsLoss } from './losses.ts';
 import { effectiveParams, type LoraState } from './lora.ts';
 import { ContextLengthError, entropy, forward, fuseWeights, type ModelWeights, type Params, targetLogprobs, treeForward } from './model.ts';
 import { buildPrefixTree, packTreeMicroBatches } from './prefix-tree.ts';
@@ -188,6 +188,20 @@ function tokenSumDivisor(opts: TrainOptions, sampleCount: number): number {
   return divisor;
 }
 
+/** The KL term applies to the policy losses, when asked for and a reference is frozen. */
+function usesKl(state: TrainState, opts: TrainOptions): boolean {
+  return opts.loss !== 'sft' && opts.klCoef > 0 && state.reference !== null;
+}
+
+/** The importance-weight cap of the off-policy losses (see worker/losses.ts). */
+const DEFAULT_IMPORTANCE_CAP = 2;
+
+function importanceCap(opts: TrainOptions): number {
+  const cap = opts.importanceCap ?? DEFAULT_IMPORTANCE_CAP;
+  if (!(cap >= 1) || !Number.isFinite(cap)) throw new InvalidTrainOptionsError(`importanceCap must be a finite number ≥ 1, got ${cap}`);
+  return cap;
+}
+
 /** The summed gradient of a batch's loss (before clipping), with the per-micro-batch statistics still on the device. */
 export interface BatchGradients {
   /** One per trainable variable, in `state.trainable` order. */
@@ -206,7 +220,8 @@ export function batchGradients(state: TrainState, samples: TrainSample[], opts: 
   const { cfg } = state;
   validateSamples(cfg, samples);
   const temperature = opts.temperature ?? 1;
-  const useKl = opts.loss === 'ppo' && opts.klCoef > 0 && state.reference !== null;
+  const useKl = usesKl(state, opts);
+  const cap = importanceCap(opts);
   const trainedTokens = samples.reduce((a, s) => a + s.lossMask.reduce((x, m) => x + (m ? 1 : 0), 0), 0);
   const denominator = opts.normalization === 'token-sum' ? tokenSumDivisor(opts, samples.length) : Math.max(1, trainedTokens);
   const microBatches = lossMicroBatches(cfg, samples, opts);
@@ -214,6 +229,9 @@ export function batchGradients(state: TrainState, samples: TrainSample[], opts: 
   const scalars: tf.Tensor[] = [];
   for (const batch of microBatches) {
     const refLp = useKl ? tf.tidy(() => targetLogprobs(batch.logits(fuseWeights(cfg, state.reference!)), batch.targets, temperature)) : null;
+    // Decoupled PPO's proximal policy: these weights before the update (every micro-batch's gradient is taken
+    // before the optimizer steps), recomputed without a gradient.
+    const proxLp = opts.loss === 'decoupled-ppo' ? tf.tidy(() => targetLogprobs(batch.logits(fuseWeights(cfg, effectiveParams(state.params, state.lora))), batch.targets, temperature)) : null;
     const stats: tf.Tensor[] = [];
     const { value, grads } = tf.variableGrads(() => {
       const mask = tf.tensor1d(batch.mask);
@@ -223,7 +241,14 @@ export function batchGradients(state: TrainState, samples: TrainSample[], opts: 
       if (opts.loss === 'sft') {
         tokenLoss = nllLoss(logp);
       } else {
-        const ppo = ppoClipLoss(logp, tf.tensor1d(batch.oldLogprobs), tf.tensor1d(batch.advantages), opts.clipLow, opts.clipHigh);
+        const behaviour = tf.tensor1d(batch.oldLogprobs);
+        const advantages = tf.tensor1d(batch.advantages);
+        const ppo =
+          opts.loss === 'decoupled-ppo'
+            ? decoupledPpoLoss(logp, proxLp!, behaviour, advantages, opts.clipLow, opts.clipHigh, cap)
+            : opts.loss === 'truncated-is'
+              ? truncatedIsLoss(logp, behaviour, advantages, cap)
+              : ppoClipLoss(logp, behaviour, advantages, opts.clipLow, opts.clipHigh);
         tokenLoss = ppo.loss;
         stats.push(tf.keep(tf.sum(tf.mul(ppo.clipped, mask))));
         if (refLp) {
@@ -234,11 +259,12 @@ export function batchGradients(state: TrainState, samples: TrainSample[], opts: 
       }
       const tokenEntropy = entropy(logits, temperature);
       stats.unshift(tf.keep(tf.sum(tf.mul(tokenEntropy, mask))));
-      const entropyCoef = opts.loss === 'ppo' ? (opts.entropyCoef ?? 0) : 0;
+      const entropyCoef = opts.loss !== 'sft' ? (opts.entropyCoef ?? 0) : 0;
       if (entropyCoef > 0) tokenLoss = tf.sub(tokenLoss, tf.mul(tokenEntropy, entropyCoef));
       return tf.div(tf.sum(tf.mul(tokenLoss, mask)), denominator) as tf.Scalar;
     }, state.trainable);
     refLp?.dispose();
+    proxLp?.dispose();
     const ordered = state.trainable.map((v) => grads[v.name]);
     if (accumulated === null) {
       accumulated = ordered;
@@ -262,7 +288,7 @@ export function batchGradients(state: TrainState, samples: TrainSample[], opts: 
  */
 export async function trainStep(state: TrainState, samples: TrainSample[], opts: TrainOptions, policyVersionAfter: number): Promise<TrainMetrics> {
   const started = performance.now();
-  const useKl = opts.loss === 'ppo' && opts.klCoef > 0 && state.reference !== null;
+  const useKl = usesKl(state, opts);
   const trainedTokens = samples.reduce((a, s) => a + s.lossMask.reduce((x, m) => x + (m ? 1 : 0), 0), 0);
   const totalTokens = samples.reduce((a, s) => a + s.tokens.length, 0);
   const lr = learningRateAt(opts.learningRate, state.optimizer.stepCount, opts.schedule ?? { kind: 'constant' });
@@ -284,7 +310,8 @@ export async function trainStep(state: TrainState, samples: TrainSample[], opts:
 
   const values = await readScalars(scalars);
   if (!readsSyncOnActiveBackend()) gradNorm = Math.sqrt(values.pop()!);
-  const perBatch = 2 + (opts.loss === 'ppo' ? 1 : 0) + (useKl ? 1 : 0);
+  const policy = opts.loss !== 'sft';
+  const perBatch = 2 + (policy ? 1 : 0) + (useKl ? 1 : 0);
   let loss = 0;
   let clipped = 0;
   let kl = 0;
@@ -292,7 +319,7 @@ export async function trainStep(state: TrainState, samples: TrainSample[], opts:
   for (let i = 0; i < values.length; i += perBatch) {
     loss += values[i];
     ent += values[i + 1];
-    if (opts.loss === 'ppo') clipped += values[i + 2];
+    if (policy) clipped += values[i + 2];
     if (useKl) kl += values[i + 3];
   }
 

@@ -21,6 +21,20 @@ export interface BackendReport {
   passedOver: { name: BackendName; reason: string }[];
   /** Numerics self-check against the cpu backend, run when the backend is first selected. */
   selfCheck: { ok: boolean; maxAbsError: number };
+  /** When the choice between WebGPU and a CPU backend was measured on the model (worker/backend-probe.ts). */
+  probe?: BackendProbe[];
+}
+
+/** One backend's measured cost on the model being loaded, per token of an RL step (decode one, train one). */
+export interface BackendProbe {
+  name: BackendName;
+  decodeMsPerToken: number;
+  trainMsPerToken: number;
+  msPerToken: number;
+  /** Sum of the probe's logits (constant weights), compared across backends. */
+  logitSum: number;
+  /** False when the backend ran out of the probe's time budget and its cost was extrapolated from less. */
+  complete: boolean;
 }
 
 /** `builtin:tiny` (the embedded default) or a Hugging Face model folder on disk. */
@@ -122,11 +136,24 @@ export interface TrainSample {
   oldLogprobs: number[];
 }
 
+/**
+ * The policy losses (worker/losses.ts): `ppo` — PPO-clip against the logprobs recorded at sampling; `decoupled-ppo`
+ * — PPO-clip against the weights before the update (recomputed), weighted by the proximal ÷ behaviour importance
+ * ratio, for episodes sampled by older weights (asynchronous training); `truncated-is` — the policy gradient
+ * weighted by the behaviour importance ratio truncated at `importanceCap`, no clipping; `sft` — supervised NLL.
+ */
+export type TrainLoss = 'ppo' | 'decoupled-ppo' | 'truncated-is' | 'sft';
+
 export interface TrainOptions {
-  loss: 'ppo' | 'sft';
+  loss: TrainLoss;
   /** PPO clip range: ratio is clipped to [1 - clipLow, 1 + clipHigh]. */
   clipLow: number;
   clipHigh: number;
+  /**
+   * Upper bound of the importance weight π/π_behaviour in `decoupled-ppo` (the proximal ÷ behaviour weight) and
+   * `truncated-is`; default 2. Bounds the variance that stale episodes bring.
+   */
+  importanceCap?: number;
   /** Weight of the k3 KL estimate against the frozen reference; 0 disables it. */
   klCoef: number;
   /** Weight of an entropy bonus (subtracted from the token loss, so exploration is rewarded); default 0, off. */

@@ -117,7 +117,8 @@ export const lrScheduleSchema = z.discriminatedUnion('kind', [
 
 export const trainOptionsSchema = z
   .object({
-    loss: z.enum(['ppo', 'sft']),
+    loss: z.enum(['ppo', 'decoupled-ppo', 'truncated-is', 'sft']),
+    importanceCap: z.number().min(1).max(1e6),
     clipLow: z.number().min(0).max(1),
     clipHigh: z.number().min(0).max(10),
     klCoef: z.number().min(0).max(10),
