@@ -89,7 +89,7 @@ export class EpisodeService {
     return this.active.keys();
   }
 
-  /** Starts an episode. Throws UnknownModelError, ModelNotReadyError (draining, updating …) or PoolFullError. */
+  /** Starts an episode. Throws UnknownModelError, ModelNotReadyError (draining, updating …), PoolFullError or AdmissionThrottledError. */
   create(request: CreateEpisodeRequest) {
     const req = createEpisodeRequestSchema.parse(request);
     const model = this.options.models.find(req.model);
@@ -98,7 +98,7 @@ export class EpisodeService {
       throw new EpisodeError('UnknownModelError', `no hosted model is called "${req.model}"; this peer serves: ${known.join(', ') || 'none'}`);
     }
     const episodeId = `ep_${randomBytes(9).toString('base64url')}`;
-    model.admitEpisode(episodeId);
+    model.admitEpisode(episodeId, req.kind);
     let meta: EpisodeMeta;
     try {
       meta = insertEpisode(this.options.db, {

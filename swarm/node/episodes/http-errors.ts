@@ -6,15 +6,22 @@
  * episodes that are over.
  */
 import { HttpError, conflict, notFound, unauthorized, unavailable } from '../http/errors.ts';
-import { ModelNotReadyError, PoolFullError } from '../models/model-host.ts';
+import { AdmissionThrottledError, ModelNotReadyError, PoolFullError } from '../models/model-host.ts';
 import { EpisodeError } from './episode-service.ts';
 
 /** How long a client should wait while a model drains or updates: one small update usually fits. */
 export const RETRY_AFTER_S = 5;
 
+/** How long a train episode refused by the staleness bound should wait: the next step frees room, usually soon. */
+export const THROTTLED_RETRY_AFTER_S = 1;
+
 export function episodeHttpError(err: unknown): unknown {
   if (err instanceof PoolFullError) {
     return new HttpError(429, 'PoolFullError', err.message, { code: 'pool_full', headers: { 'Retry-After': String(RETRY_AFTER_S) } });
+  }
+  if (err instanceof AdmissionThrottledError) {
+    // Like pool full: the request is fine and succeeds once a step has taken the episodes ahead of it.
+    return new HttpError(429, 'AdmissionThrottledError', err.message, { code: 'staleness_bound', headers: { 'Retry-After': String(THROTTLED_RETRY_AFTER_S) } });
   }
   if (err instanceof ModelNotReadyError) {
     if (err.state === 'failed') return new HttpError(503, 'ModelFailedError', `${err.message}; see GET /api/models for the reason`, { code: 'model_failed' });

@@ -64,6 +64,20 @@ export class ModelNotReadyError extends Error {
   }
 }
 
+/** A train episode was refused for now by the asynchronous staleness bound (`reason` says why); retry shortly. */
+export class AdmissionThrottledError extends Error {
+  override name = 'AdmissionThrottledError';
+  constructor(
+    readonly model: string,
+    readonly reason: string,
+  ) {
+    super(`model "${model}" admits no train episode now: ${reason}`);
+  }
+}
+
+/** Whether one more train episode may start now: null, or why not (the training loop's staleness bound). */
+export type AdmissionGate = () => string | null;
+
 export class PoolFullError extends Error {
   override name = 'PoolFullError';
   constructor(
@@ -107,7 +121,9 @@ export class HostedModel {
   readonly drainTimeoutS: number;
   readonly maxIdleTimeoutS: number;
   private readonly activeEpisodes = new Set<string>();
-  private readonly events = new EventEmitter<{ done: [EpisodeDone]; state: [EngineState]; empty: []; overdue: [string[]] }>();
+  private readonly activeTrain = new Set<string>();
+  private admissionGate: AdmissionGate | null = null;
+  private readonly events = new EventEmitter<{ done: [EpisodeDone]; state: [EngineState]; empty: []; overdue: [string[]]; policy: [number] }>();
   private loaded: { engine: TrainerEngine; tokenizer: Tokenizer; template: ChatTemplate } | undefined;
 
   readonly engineOptions: EngineStartOptions;
@@ -164,8 +180,29 @@ export class HostedModel {
 
   /** After an update: new weights are live. */
   setPolicy(policyVersion: number, step: number): void {
+    const newer = policyVersion > this.policyVersion;
     this.policyVersion = policyVersion;
     this.step = step;
+    if (newer) this.events.emit('policy', policyVersion);
+  }
+
+  /** Hears every newer policy version once it is live (after a step, synchronous or not; a replica's load). */
+  onPolicyChange(listener: (policyVersion: number) => void): () => void {
+    this.events.on('policy', listener);
+    return () => this.events.off('policy', listener);
+  }
+
+  /** Train episodes in flight (eval episodes aside). */
+  get activeTrainEpisodes(): number {
+    return this.activeTrain.size;
+  }
+
+  /** Installs the gate new train episodes pass (asynchronous training); returns its removal. */
+  setAdmissionGate(gate: AdmissionGate): () => void {
+    this.admissionGate = gate;
+    return () => {
+      if (this.admissionGate === gate) this.admissionGate = null;
+    };
   }
 
   /** Leave draining/updating: 'rolling' when episodes are in flight, else 'idle'. */
@@ -178,10 +215,13 @@ export class HostedModel {
     return this.state === 'idle' || this.state === 'rolling';
   }
 
-  /** Reserves a pool slot for a new episode; throws ModelNotReadyError or PoolFullError. */
-  admitEpisode(episodeId: string): void {
+  /** Reserves a pool slot for a new episode; throws ModelNotReadyError, PoolFullError or AdmissionThrottledError. */
+  admitEpisode(episodeId: string, kind: 'train' | 'eval' = 'train'): void {
     if (!this.acceptsEpisodes) throw new ModelNotReadyError(this.name, this.state);
     if (this.pool.active >= this.pool.limit) throw new PoolFullError(this.name, this.pool.limit);
+    const refusal = kind === 'train' ? (this.admissionGate?.() ?? null) : null;
+    if (refusal) throw new AdmissionThrottledError(this.name, refusal);
+    if (kind === 'train') this.activeTrain.add(episodeId);
     this.activeEpisodes.add(episodeId);
     this.pool.active = this.activeEpisodes.size;
     if (this.state === 'idle') this.setState('rolling');
@@ -190,6 +230,7 @@ export class HostedModel {
   /** Frees the episode's slot and tells listeners (the training loop) how it finished. Idempotent per episode. */
   releaseEpisode(done: EpisodeDone): void {
     if (!this.activeEpisodes.delete(done.episodeId)) return;
+    this.activeTrain.delete(done.episodeId);
     this.pool.active = this.activeEpisodes.size;
     if (this.pool.active === 0 && this.state === 'rolling') this.setState('idle');
     this.events.emit('done', done);

@@ -1,6 +1,6 @@
 /**
  * Weights across the swarm. A server peer publishes each hosted model's weights once a training step has made a
- * new policy version live (the model leaves 'updating'): the full weights as safetensors, or the PEFT adapter
+ * new policy version live (the model leaves 'updating', or an asynchronous step sets it): the full weights as safetensors, or the PEFT adapter
  * when LoRA is on. Peers that mirror the model fetch the blob (signature and sha256 verified by p2p), keep it
  * under `<dataDir>/p2p/weights/<model>/`, and list what they hold (GET /api/p2p/weights).
  *
@@ -59,24 +59,17 @@ export class WeightsSync {
   constructor(private readonly init: WeightsSyncInit) {
     for (const model of init.models.models) {
       let lastPublished = model.policyVersion;
-      this.unsubscribe.push(
-        model.onStateChange((state) => {
-          if (
-            state === 'updating' ||
-            state === 'loading' ||
-            state === 'failed' ||
-            model.policyVersion <= lastPublished
-          )
-            return;
-          lastPublished = model.policyVersion;
-          // One publish at a time: serializing weights is heavy, and versions must go out in order.
-          this.publishing = this.publishing
-            .then(() => this.publish(model).then(() => undefined))
-            .catch((err: unknown) =>
-              init.log.warn('could not publish weights', { model: model.name, error: String(err) }),
-            );
-        }),
-      );
+      const maybePublish = () => {
+        const state = model.state;
+        if (state === 'updating' || state === 'loading' || state === 'failed' || model.policyVersion <= lastPublished) return;
+        lastPublished = model.policyVersion;
+        // One publish at a time: serializing weights is heavy, and versions must go out in order.
+        this.publishing = this.publishing
+          .then(() => this.publish(model).then(() => undefined))
+          .catch((err: unknown) => init.log.warn('could not publish weights', { model: model.name, error: String(err) }));
+      };
+      // Synchronous steps go live as the model leaves 'updating'; asynchronous ones never enter it.
+      this.unsubscribe.push(model.onStateChange(maybePublish), model.onPolicyChange(maybePublish));
     }
     this.unsubscribe.push(
       init.node.weights.onManifest(

@@ -4,8 +4,9 @@
  *
  * Rules, in the order they apply:
  * - Eval episodes and aborted episodes are never trained on; they are marked and dropped at once.
- * - An episode sampled more than `maxPolicyLag` policy versions ago is dropped as stale (on arrival, and when a
- *   batch is taken for the ones still waiting).
+ * - An episode sampled more than `maxPolicyLag` policy versions ago (asynchronous training: `staleness` η) is
+ *   dropped as stale (on arrival, and when a batch is taken for the ones still waiting). The lag is counted from
+ *   the version the episode began under, the oldest of its calls, so no token it holds lags more.
  * - Episodes of a task queue up in the order they finished; every `groupSize` of them form one group. So a
  *   late episode of a task whose group was already trained (it was still in flight while the step drained)
  *   simply starts that task's next group and goes into a later batch, while its policy lag allows.
@@ -54,7 +55,12 @@ export interface BatchGroup<E extends BatchEpisode = BatchEpisode> {
   episodes: E[];
 }
 
-export type BatcherConfig = Pick<TrainingConfig, 'batchTasks' | 'groupSize' | 'excludeUniformGroups' | 'maxPolicyLag'>;
+export type BatcherConfig = Pick<TrainingConfig, 'batchTasks' | 'groupSize' | 'excludeUniformGroups' | 'maxPolicyLag'> & Partial<Pick<TrainingConfig, 'staleness'>>;
+
+/** The policy lag beyond which an episode is stale: asynchronous training's η when set, else maxPolicyLag. */
+export function policyLagBound(config: BatcherConfig): number {
+  return config.staleness ? config.staleness : config.maxPolicyLag;
+}
 
 export interface BatcherCounts {
   /** Train episodes waiting for their group to fill. */
@@ -116,7 +122,7 @@ export class Batcher<E extends BatchEpisode = BatchEpisode> {
       return { disposition: 'ignored-no-reward', detail: 'the episode ended without a finite reward' };
     }
     const lag = currentPolicyVersion - episode.policyVersion;
-    if (lag > this.config.maxPolicyLag) return staleMark(episode, currentPolicyVersion, this.config.maxPolicyLag);
+    if (lag > policyLagBound(this.config)) return staleMark(episode, currentPolicyVersion, policyLagBound(this.config));
     return null;
   }
 
@@ -139,8 +145,9 @@ export class Batcher<E extends BatchEpisode = BatchEpisode> {
   }
 
   private dropStale(currentPolicyVersion: number): void {
-    const isStale = (e: E) => currentPolicyVersion - e.policyVersion > this.config.maxPolicyLag;
-    const drop = (e: E) => this.onMark({ episodeId: e.episodeId, groupId: e.groupId, ...staleMark(e, currentPolicyVersion, this.config.maxPolicyLag) });
+    const bound = policyLagBound(this.config);
+    const isStale = (e: E) => currentPolicyVersion - e.policyVersion > bound;
+    const drop = (e: E) => this.onMark({ episodeId: e.episodeId, groupId: e.groupId, ...staleMark(e, currentPolicyVersion, bound) });
     for (const [groupId, queue] of this.queues) {
       const fresh = queue.filter((e) => !isStale(e));
       queue.filter(isStale).forEach(drop);

@@ -25,6 +25,15 @@ export interface TrainingConfig {
    * than trained on (PPO's clipped ratio only corrects small policy lags).
    */
   maxPolicyLag: number;
+  /**
+   * Asynchronous training's staleness bound η (0 = synchronous: a ready batch drains the model, then it updates).
+   * With η ≥ 1 a step never drains: episodes keep running while the engine updates (a call waits for the update
+   * and continues on the new weights, so an episode may span versions), episodes sampled more than η versions ago
+   * are dropped as stale (it replaces maxPolicyLag), and new train episodes are admitted only while the ones in
+   * flight and queued fit η + 1 batches (AReaL's admission rule), so little sampled work goes stale. Pair it with
+   * an off-policy loss (`train.loss: decoupled-ppo`).
+   */
+  staleness: number;
   /** Added to the group std so that near-uniform groups do not blow advantages up. */
   advantageEpsilon: number;
   /** 'merged' trains on timelines; 'naive' on one sample per call (for comparison: same loss, more tokens). */
@@ -72,6 +81,7 @@ export const DEFAULT_TRAINING_CONFIG: TrainingConfig = {
   maxSteps: 0,
   // One version: episodes still in flight while the previous step drained may join the next batch.
   maxPolicyLag: 1,
+  staleness: 0,
   advantageEpsilon: 1e-6,
   mergeMode: 'merged',
   evalEvery: 0,
@@ -153,6 +163,7 @@ export const trainingConfigSchema = z
     checkpointEvery: countOrOff(MAX_STEPS),
     maxSteps: countOrOff(MAX_STEPS),
     maxPolicyLag: countOrOff(1000),
+    staleness: countOrOff(1000),
     advantageEpsilon: z.number().positive().max(1),
     mergeMode: z.enum(['merged', 'naive']),
     evalEvery: countOrOff(MAX_STEPS),

@@ -8,6 +8,11 @@
  *             the sampler uses the new weights at once (same engine); checkpoint every N steps
  *   rolling   again (or idle when nothing is in flight)
  *
+ * Asynchronous training (`staleness` η ≥ 1) leaves out draining and updating: the step runs while episodes keep
+ * going (the engine finishes the calls under way, holds new ones for the update, and they continue on the new
+ * weights — partial rollouts, each call tagged with its version); episodes more than η versions old are stale
+ * (batcher.ts), and an admission gate keeps the train episodes in flight and queued within η + 1 batches.
+ *
  * Crash consistency (any crash, any moment): every acknowledged train episode is, after a restart, either trained
  * in exactly one standing step (the step's record names it) or marked with a reason. A step is committed in this
  * order: engine.trainStep → checkpoint (when due) → one store transaction (the step, its episodes, their `trained`
@@ -131,13 +136,37 @@ export class TrainingLoop {
       this.setStatus('finished');
       throw new TrainingStateError(`run "${this.run?.name}" of model "${this.model.name}" already did its ${this.config.maxSteps} steps (maxSteps); start the peer with --new-run or a higher --max-steps`);
     }
-    this.unsubscribe ??= this.model.onEpisodeDone((done) => this.onEpisodeDone(done));
+    this.unsubscribe ??= this.subscribe();
     if (this.stopSignal.signal.aborted) this.stopSignal = new AbortController();
     this.lastError = null;
     this.rolloutSince = performance.now();
     this.setStatus('running');
     this.requeueFromStore();
     this.maybeStep();
+  }
+
+  /** The loop's hold on the model: its finished episodes, and the admission gate of asynchronous training. */
+  private subscribe(): () => void {
+    const offDone = this.model.onEpisodeDone((done) => this.onEpisodeDone(done));
+    const offGate = this.model.setAdmissionGate(() => this.admissionRefusal());
+    return () => {
+      offDone();
+      offGate();
+    };
+  }
+
+  /**
+   * AReaL's rule in the form the loop can count: admit a train episode while those in flight and queued fit η + 1
+   * batches, so that each is trained within η versions of the one it begins under (those that are not — their group
+   * filled late — are dropped as stale, with the reason). Synchronous training admits freely (its drain bounds lag).
+   */
+  private admissionRefusal(): string | null {
+    const { staleness, batchTasks, groupSize } = this.config;
+    if (staleness === 0 || this.status !== 'running') return null;
+    const bound = (staleness + 1) * batchTasks * groupSize;
+    const counts = this.batcher.counts();
+    const pending = this.model.activeTrainEpisodes + counts.queuedEpisodes + counts.completeGroups * groupSize;
+    return pending >= bound ? `${pending} train episodes in flight or queued reach the staleness bound η = ${staleness} (${staleness + 1} batches of ${batchTasks * groupSize})` : null;
   }
 
   /**
@@ -389,11 +418,12 @@ export class TrainingLoop {
     let recorded = false;
     const rolloutMs = performance.now() - this.rolloutSince;
     const drainStarted = performance.now();
+    const asynchronous = config.staleness > 0;
     try {
-      if (!(await this.drainUnlessStopped())) return;
+      if (!asynchronous && !(await this.drainUnlessStopped())) return;
       const drainMs = performance.now() - drainStarted;
       const updateStarted = performance.now();
-      model.setState('updating');
+      if (!asynchronous) model.setState('updating');
       // Taken after draining: the episodes that finished meanwhile may complete more groups.
       batch = this.batcher.takeBatch(model.policyVersion);
       if (!batch) return;
@@ -464,7 +494,7 @@ export class TrainingLoop {
       }
     } finally {
       this.rolloutSince = performance.now();
-      model.resume();
+      if (!asynchronous) model.resume();
     }
   }
 
