@@ -229,6 +229,8 @@ export default async function merge(ctx: BenchContext): Promise<Record<string, u
       // The builtin byte tokenizer and template, with the bench model's weights (in-process engine).
       models: [{ name: 'bench', source: { kind: 'builtin', name: 'tiny' }, aliases: [], poolLimit: groupSize }],
       startEngine: () => createEngineFromWeights({ name: 'bench', config: MODEL, weights, tokenizer: null }),
+      // The episodes are recorded, not trained on here: a step mid-run would change the weights under them.
+      training: { autoStart: false },
     });
     try {
       for (const [i, w] of workloads.entries()) {

@@ -12,7 +12,7 @@
 import { mkdirSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { join, resolve } from 'node:path';
-import type { NamedTensors } from '../../../worker/common/engine.ts';
+import type { NamedTensors, TrainLoss } from '../../../worker/common/engine.ts';
 import type { AttachClientRequest, ClientRunRecord } from '../../common/runner-api.ts';
 import type { TrainStepSummary } from '../../common/api.ts';
 import { DEFAULT_POOL_LIMIT, type HostedModel } from '../models/model-host.ts';
@@ -66,6 +66,10 @@ export interface DemoOptions {
   stallTimeoutS: number;
   /** Run the agents in a second peer process (a swarm client) that reaches the model over the swarm. */
   twoProcess: boolean;
+  /** Asynchronous training's staleness bound η (training.staleness; default 0, synchronous). */
+  staleness?: number;
+  /** The policy loss (training.train.loss; default ppo). */
+  loss?: TrainLoss;
 }
 
 export const DEFAULT_DEMO: DemoOptions = {
@@ -279,7 +283,8 @@ function demoTrainingConfig(options: DemoOptions): TrainingConfigOverrides {
     groupSize: options.groupSize,
     maxSteps: options.steps,
     checkpointEvery: 0,
-    train: { learningRate: options.learningRate, klCoef: options.klCoef },
+    staleness: options.staleness ?? 0,
+    train: { learningRate: options.learningRate, klCoef: options.klCoef, ...(options.loss ? { loss: options.loss } : {}) },
   };
 }
 

@@ -1,0 +1,90 @@
+/**
+ * Asynchronous training against synchronous, measured in one run: `npm run bench -- async [--json] [--steps N]
+ * [--eval-tasks N]`. The demo's job (held-out eval, GRPO training, eval again; swarm/node/demo/demo.ts) three
+ * times with the same seeds, on an agent whose environment is slow — the calculator with 200 ms per tool call and
+ * a long tail (5% of the tasks 10× slower; bench/agents/slow-calculator.ts):
+ *
+ *   sync     staleness 0, PPO: a ready batch drains the model (the straggler holds every agent), then it updates
+ *   async-1  staleness 1, decoupled PPO: steps run while episodes go on, partial rollouts, admission by the bound
+ *   async-2  staleness 2, decoupled PPO
+ *
+ * Per mode: train episodes per second, the trainer's busy share of the training wall time, wall seconds per step,
+ * held-out success before and after the same number of steps, the largest policy lag trained on, and episodes
+ * dropped as stale.
+ */
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { TrainLoss } from '../worker/common/engine.ts';
+import { DEFAULT_DEMO, runDemo, type DemoResult } from '../swarm/node/demo/demo.ts';
+import { dataPaths } from '../swarm/node/paths.ts';
+import { listEpisodes } from '../swarm/node/store/episode-list.ts';
+import { openStoreReadOnly } from '../swarm/node/store/read-only.ts';
+import { type BenchContext, formatTable, type Row } from './report.ts';
+
+const SLOW_AGENT = fileURLToPath(new URL('./agents/slow-calculator.ts', import.meta.url));
+
+const MODES: { mode: string; staleness: number; loss: TrainLoss }[] = [
+  { mode: 'sync', staleness: 0, loss: 'ppo' },
+  { mode: 'async-1', staleness: 1, loss: 'decoupled-ppo' },
+  { mode: 'async-2', staleness: 2, loss: 'decoupled-ppo' },
+];
+
+function argNumber(args: string[], name: string, fallback: number): number {
+  const i = args.indexOf(name);
+  const value = i >= 0 ? Number(args[i + 1]) : fallback;
+  if (!Number.isInteger(value) || value < 1) throw new Error(`${name} must be a positive integer`);
+  return value;
+}
+
+/** Episodes the batcher dropped as stale (their discard reason starts with the disposition). */
+function droppedStale(result: DemoResult): number {
+  const db = openStoreReadOnly(dataPaths(result.dataDir).store);
+  try {
+    return listEpisodes(db, { model: result.modelName, state: 'discarded', text: 'dropped-stale', limit: 1 }).total;
+  } finally {
+    db.close();
+  }
+}
+
+export default async function asyncBench(ctx: BenchContext): Promise<Record<string, unknown>> {
+  const steps = argNumber(ctx.args, '--steps', 10);
+  const evalTasks = argNumber(ctx.args, '--eval-tasks', 100);
+  const rows: Row[] = [];
+  for (const { mode, staleness, loss } of MODES) {
+    const out = mkdtempSync(join(tmpdir(), `agentjet-bench-async-${mode}-`));
+    ctx.log(`${mode}: eval ${evalTasks} held-out tasks, ${steps} steps, eval again …`);
+    const result = await runDemo({ ...DEFAULT_DEMO, steps, evalTasks, out, script: SLOW_AGENT, staleness, loss }, (p) => {
+      if (p.phase === 'train') ctx.log(`${mode}: step ${p.step}/${p.total} (${p.record.wallS.toFixed(0)} s)`);
+    });
+    const records = result.stepRecords;
+    const trainWallS = records.at(-1)?.wallS ?? 0;
+    const trainerS = records.reduce((a, r) => a + r.metrics.timeMs / 1000, 0);
+    rows.push({
+      mode,
+      staleness,
+      loss,
+      steps: result.steps,
+      episodes: result.episodes,
+      episodes_per_s: trainWallS > 0 ? round(result.episodes / trainWallS) : 0,
+      trainer_busy_fraction: trainWallS > 0 ? round(trainerS / trainWallS) : 0,
+      step_wall_s: round(trainWallS / Math.max(1, result.steps)),
+      eval_before: result.eval_before,
+      eval_after: result.eval_after,
+      max_lag: Math.max(0, ...records.map((r) => r.policyLagMax ?? 0)),
+      dropped_stale: droppedStale(result),
+    });
+  }
+  const sync = rows[0];
+  for (const row of rows) row.speedup = round(Number(row.episodes_per_s) / Math.max(1e-9, Number(sync.episodes_per_s)));
+  process.stdout.write(
+    `async: the calculator agent with 200 ms per tool call and 5% of tasks 10× slower; ${steps} steps; ${evalTasks} held-out tasks; same seeds\n`,
+  );
+  process.stdout.write(formatTable(rows) + '\n');
+  return { modes: rows, steps, evalTasks };
+}
+
+function round(x: number): number {
+  return Math.round(x * 1000) / 1000;
+}
