@@ -64,25 +64,30 @@ describe('continuing a cached prefix', () => {
   });
 });
 
-describe('the engine reuses finished sequences for prompts that continue them', () => {
+/** Per describe: an engine with the prefix cache and one without, on the same weights (fresh for each describe). */
+function twoEngines(): { cached: LocalEngine; plain: LocalEngine } {
   const cfg = tinyConfig({ max_position_embeddings: 256 });
-  let cached: LocalEngine;
-  let plain: LocalEngine;
+  const engines = {} as { cached: LocalEngine; plain: LocalEngine };
   beforeAll(async () => {
     const weights = initWeights(cfg, 12);
-    cached = await createEngineFromWeights({ name: 'cached', config: cfg, weights, tokenizer: null, backend: 'wasm', seed: 1 });
-    plain = await createEngineFromWeights({ name: 'plain', config: cfg, weights, tokenizer: null, backend: 'wasm', seed: 1, prefixCacheBytes: 0 });
+    engines.cached = await createEngineFromWeights({ name: 'cached', config: cfg, weights, tokenizer: null, backend: 'wasm', seed: 1 });
+    engines.plain = await createEngineFromWeights({ name: 'plain', config: cfg, weights, tokenizer: null, backend: 'wasm', seed: 1, prefixCacheBytes: 0 });
   });
   afterAll(async () => {
-    await cached.close();
-    await plain.close();
+    await engines.cached.close();
+    await engines.plain.close();
   });
+  return engines;
+}
+
+describe('the engine reuses finished sequences for prompts that continue them', () => {
+  const engines = twoEngines();
 
   it('a multi-turn conversation samples the same tokens and logprobs as without the cache, computing only the new part', async () => {
     let prompt = ids(60, 5);
     for (let turn = 0; turn < 3; turn++) {
       const params = { promptIds: prompt, sampling: sampling({ temperature: 1, seed: 7 + turn, maxTokens: 12, topLogprobs: 2 }) };
-      const [a, b] = [await cached.generate(params), await plain.generate(params)];
+      const [a, b] = [await engines.cached.generate(params), await engines.plain.generate(params)];
       expect(a.tokens.map((t) => t.id)).toEqual(b.tokens.map((t) => t.id));
       expect(maxDiff(a.tokens.map((t) => t.logprob), b.tokens.map((t) => t.logprob))).toBeLessThan(1e-4);
       expect(b.cachedPromptTokens).toBeUndefined();
@@ -96,34 +101,23 @@ describe('the engine reuses finished sequences for prompts that continue them', 
 
   it('forgets every cached prefix when the weights change', async () => {
     const prompt = ids(50, 9);
-    await cached.generate({ promptIds: prompt, sampling: sampling({ maxTokens: 4 }) });
-    expect((await cached.generate({ promptIds: prompt, sampling: sampling({ maxTokens: 4 }) })).cachedPromptTokens).toBe(49);
+    await engines.cached.generate({ promptIds: prompt, sampling: sampling({ maxTokens: 4 }) });
+    expect((await engines.cached.generate({ promptIds: prompt, sampling: sampling({ maxTokens: 4 }) })).cachedPromptTokens).toBe(49);
     const sample = { tokens: prompt, lossMask: prompt.map((_, i) => (i > 0 ? 1 : 0)), advantages: prompt.map(() => 1), oldLogprobs: prompt.map(() => -3) };
-    await cached.trainStep([sample], { loss: 'ppo', learningRate: 1e-3 });
-    expect((await cached.generate({ promptIds: prompt, sampling: sampling({ maxTokens: 4 }) })).cachedPromptTokens).toBeUndefined();
+    await engines.cached.trainStep([sample], { loss: 'ppo', learningRate: 1e-3 });
+    expect((await engines.cached.generate({ promptIds: prompt, sampling: sampling({ maxTokens: 4 }) })).cachedPromptTokens).toBeUndefined();
   });
 
 });
 
 describe("a group's repeats started together", () => {
-  const cfg = tinyConfig({ max_position_embeddings: 256 });
-  let cached: LocalEngine;
-  let plain: LocalEngine;
-  beforeAll(async () => {
-    const weights = initWeights(cfg, 12);
-    cached = await createEngineFromWeights({ name: 'cached', config: cfg, weights, tokenizer: null, backend: 'wasm', seed: 1 });
-    plain = await createEngineFromWeights({ name: 'plain', config: cfg, weights, tokenizer: null, backend: 'wasm', seed: 1, prefixCacheBytes: 0 });
-  });
-  afterAll(async () => {
-    await cached.close();
-    await plain.close();
-  });
+  const engines = twoEngines();
 
   it("are served from one computation of the shared prompt, with the same tokens and logprobs", async () => {
     const task = ids(70, 11);
     const prompts = [0, 1, 2, 3].map((k) => [...task, ...ids(5 + k, 20 + k)]);
     const params = (promptIds: number[], k: number) => ({ promptIds, sampling: sampling({ temperature: 1, seed: 30 + k, maxTokens: 6 }) });
-    const [a, b] = [await Promise.all(prompts.map((p, k) => cached.generate(params(p, k)))), await Promise.all(prompts.map((p, k) => plain.generate(params(p, k))))];
+    const [a, b] = [await Promise.all(prompts.map((p, k) => engines.cached.generate(params(p, k)))), await Promise.all(prompts.map((p, k) => engines.plain.generate(params(p, k))))];
     a.forEach((r, k) => {
       expect(r.tokens.map((t) => t.id)).toEqual(b[k].tokens.map((t) => t.id));
       expect(maxDiff(r.tokens.map((t) => t.logprob), b[k].tokens.map((t) => t.logprob))).toBeLessThan(1e-4);
@@ -133,7 +127,7 @@ describe("a group's repeats started together", () => {
     expect(reused[0]).toBe(0);
     for (const r of reused.slice(1)) expect(r).toBeGreaterThanOrEqual(task.length);
     // A repeat that starts later, while the prefix is still stored, reuses it as well.
-    const late = await cached.generate(params([...task, ...ids(9, 40)], 9));
+    const late = await engines.cached.generate(params([...task, ...ids(9, 40)], 9));
     expect(late.cachedPromptTokens).toBeGreaterThanOrEqual(task.length);
   });
 });
