@@ -363,7 +363,9 @@ export function treeForward(cfg: DecoderConfig, w: ModelWeights, ids: Int32Array
   let deepest = 0;
   for (const d of tree.depth) deepest = Math.max(deepest, d);
   if (deepest >= cfg.max_position_embeddings) throw new ContextLengthError(`a branch of ${deepest + 1} tokens exceeds the context of ${cfg.max_position_embeddings}`);
-  const hidden = hiddenStates(cfg, w, ids, 1, t, Array.from(tree.depth), null, tree); // [N, D]
+  // One chain (a micro-batch of one sample, or samples that only extend each other) is plain causal attention.
+  const chain = tree.chainStart.every((start) => start === 0);
+  const hidden = hiddenStates(cfg, w, ids, 1, t, Array.from(tree.depth), null, chain ? null : tree); // [N, D]
   return linear(gatherRows(hidden, outputNodes), w.head); // [E, V]
 }
 
