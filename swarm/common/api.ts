@@ -179,6 +179,8 @@ export interface TrainStepSummary {
   /** How many policy versions behind the step's starting weights the batch's episodes were sampled: mean and max. */
   policyLagMean?: number;
   policyLagMax?: number;
+  /** Episodes dropped as stale (more than the lag bound behind) since the previous step; absent on older steps. */
+  droppedStale?: number;
   /**
    * Wall time of the step's phases: rollout (from the previous step's end until the batch was ready), drain (until
    * the episodes in flight finished) and update (the optimizer step, checkpoint and record), in ms; and the tokens the

@@ -119,6 +119,8 @@ export class TrainingLoop {
   private readonly discarded = new DiscardedGroups();
   /** When the rollout phase of the next step began (the previous step's end, or the start). */
   private rolloutSince = performance.now();
+  /** Episodes dropped as stale since the last step (reported with the next one). */
+  private staleSinceStep = 0;
 
   constructor(private readonly options: TrainingLoopOptions) {
     this.config = structuredClone(options.config);
@@ -286,6 +288,7 @@ export class TrainingLoop {
   /** Counts groups left out as uniform (the discarded-share metric and warning), then records the mark. */
   private onMark(mark: EpisodeMark): void {
     if (mark.disposition === 'excluded-uniform-reward' && this.discarded.add(mark.groupId)) this.updateWarnings();
+    if (mark.disposition === 'dropped-stale') this.staleSinceStep += 1;
     this.record([mark]);
   }
 
@@ -457,6 +460,7 @@ export class TrainingLoop {
         responseTokensMean: metrics.trainedTokens / Math.max(1, trainBatch.advantages.length),
         policyLagMean: mean(lags),
         policyLagMax: lags.length ? Math.max(...lags) : 0,
+        droppedStale: this.staleSinceStep,
         rolloutTokensPerS: rolloutMs > 0 ? metrics.trainedTokens / (rolloutMs / 1000) : 0,
         phases: { rolloutMs, drainMs, updateMs: 0 },
         runId: this.run?.id ?? null,
@@ -470,6 +474,7 @@ export class TrainingLoop {
         trainBatch.advantages.map((a) => a.episodeId),
       );
       recorded = true;
+      this.staleSinceStep = 0;
       model.setPolicy(metrics.policyVersion, step);
       this.uncheckpointed = summary.checkpoint === null ? summary : null;
       this.discarded.stepDone(batch.length);

@@ -32,6 +32,7 @@ const CSV_COLUMNS: ReadonlyArray<[string, (s: RunStep) => unknown]> = [
   ['response_tokens_mean', (s) => s.responseTokensMean],
   ['policy_lag_mean', (s) => s.policyLagMean],
   ['policy_lag_max', (s) => s.policyLagMax],
+  ['dropped_stale', (s) => s.droppedStale],
   ['rollout_ms', (s) => s.phases?.rolloutMs],
   ['drain_ms', (s) => s.phases?.drainMs],
   ['step_ms', (s) => s.phases?.updateMs],

@@ -13,7 +13,7 @@ describe('buildPanels', () => {
   it('gives every panel, in one fixed order, one series per run (two for tokens/s)', () => {
     const panels = buildPanels([source('a'), source('b'), source('c')]);
     expect(panels.map((p) => p.id)).toEqual(PANEL_IDS);
-    for (const p of panels) expect(p.series).toHaveLength(p.id === 'tokens-per-s' ? 6 : 3);
+    for (const p of panels) expect(p.series).toHaveLength(p.id === 'tokens-per-s' || p.id === 'policy-lag' ? 6 : 3);
     expect(panel(panels, 'reward').series.map((s) => s.key)).toEqual(['a', 'b', 'c']);
   });
 
@@ -52,6 +52,14 @@ describe('buildPanels', () => {
     expect(panel(panels, 'discarded').yDomain).toEqual([0, 1]);
     expect(panel(panels, 'discarded').format).toBe('percent');
     expect(panel(panels, 'grad-norm').logScaleAllowed).toBe(true);
+  });
+
+  it('derives the trainer busy share from the step phases, and plots the lag max and stale drops', () => {
+    const steps = [runStep(1, { phases: { rolloutMs: 600, drainMs: 200, updateMs: 200 }, policyLagMean: 0.5, policyLagMax: 2, droppedStale: 3 })];
+    const panels = buildPanels([source('a', { steps })]);
+    expect(panel(panels, 'trainer-busy').series[0].y).toEqual([0.2]);
+    expect(panel(panels, 'policy-lag').series.map((s) => s.y)).toEqual([[0.5], [2]]);
+    expect(panel(panels, 'stale').series[0].y).toEqual([3]);
   });
 
   it('derives tree savings as naive ÷ the tokens a tree update computed', () => {

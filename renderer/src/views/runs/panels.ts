@@ -33,6 +33,8 @@ export const PANEL_IDS = [
   'discarded',
   'tokens-per-s',
   'policy-lag',
+  'trainer-busy',
+  'stale',
   'merge-savings',
   'tree-savings',
 ] as const;
@@ -75,6 +77,9 @@ export interface StepColumns {
   updateTokensPerS: Column;
   rolloutTokensPerS: Column;
   policyLag: Column;
+  policyLagMax: Column;
+  trainerBusy: Column;
+  droppedStale: Column;
   mergeRatio: Column;
   treeRatio: Column;
 }
@@ -104,6 +109,9 @@ export function stepColumns(steps: readonly (TrainStepSummary | RunStep)[]): Ste
     updateTokensPerS: [],
     rolloutTokensPerS: [],
     policyLag: [],
+    policyLagMax: [],
+    trainerBusy: [],
+    droppedStale: [],
     mergeRatio: [],
     treeRatio: [],
   };
@@ -125,6 +133,12 @@ export function stepColumns(steps: readonly (TrainStepSummary | RunStep)[]): Ste
     c.updateTokensPerS.push(s.metrics.timeMs > 0 ? num((s.metrics.tokens / s.metrics.timeMs) * 1000) : null);
     c.rolloutTokensPerS.push(num(s.rolloutTokensPerS));
     c.policyLag.push(num(s.policyLagMean));
+    c.policyLagMax.push(num(s.policyLagMax));
+    // The update's share of the step's wall time (rollout since the last step, drain, update).
+    const phases = s.phases;
+    const wall = phases ? phases.rolloutMs + phases.drainMs + phases.updateMs : 0;
+    c.trainerBusy.push(phases && wall > 0 ? phases.updateMs / wall : null);
+    c.droppedStale.push(num(s.droppedStale));
     const naive = num(s.naiveTokens);
     c.mergeRatio.push(naive !== null && s.metrics.tokens > 0 ? naive / s.metrics.tokens : null);
     // Tree packing: the tokens the update computed (a group's shared context once); absent on older steps.
@@ -169,7 +183,8 @@ const COLUMN_PANELS: readonly ColumnPanel[] = [
   { id: 'grad-norm', title: 'Gradient norm', column: 'gradNorm', format: 'number', logScaleAllowed: true, missing: 'No step reports a gradient norm' },
   { id: 'response-length', title: 'Response length (tokens)', column: 'responseTokens', format: 'compact', missing: 'No step reports a response length' },
   { id: 'discarded', title: 'Discarded groups (uniform reward)', column: 'discardedShare', format: 'percent', yDomain: [0, 1], missing: 'No step reports discarded groups' },
-  { id: 'policy-lag', title: 'Policy lag (versions)', column: 'policyLag', format: 'number', missing: 'No step reports policy lag' },
+  { id: 'trainer-busy', title: 'Trainer busy (update share of the step)', column: 'trainerBusy', format: 'percent', yDomain: [0, 1], missing: 'No step reports its phases' },
+  { id: 'stale', title: 'Episodes dropped as stale', column: 'droppedStale', format: 'number', missing: 'No step reports stale drops' },
   { id: 'merge-savings', title: 'Merge savings (naive ÷ merged tokens)', column: 'mergeRatio', format: 'ratio', missing: 'No step reports naive tokens' },
   { id: 'tree-savings', title: 'Tree savings (naive ÷ tree tokens)', column: 'treeRatio', format: 'ratio', missing: 'No step trained on a prefix tree' },
 ];
@@ -243,14 +258,26 @@ export function buildPanels(sources: readonly PanelSource[]): PanelSpec[] {
     'No step reports its time',
   );
 
+  const lag = spec(
+    'policy-lag',
+    'Policy lag (versions: mean, max dashed)',
+    'number',
+    sources.flatMap((source, i) => [
+      { key: `${source.key}:lag`, label: name(source, 'mean'), x: columns[i].x, y: columns[i].policyLag, colour: source.colour },
+      { key: `${source.key}:lag-max`, label: name(source, 'max'), x: columns[i].x, y: columns[i].policyLagMax, colour: source.colour, dashed: true },
+    ]),
+    'No step reports policy lag',
+  );
+
   const evalSeries = heldOutEvalSeries(sources);
   const evalPanel = spec('eval', evalSeries.title, evalSeries.format, evalSeries.series, evalOffReason(sources), evalSeries.format === 'percent' ? { yDomain: [0, 1] } : {});
 
   const ordered: Record<PanelId, PanelSpec> = {
-    ...(Object.fromEntries(byColumn) as Record<Exclude<PanelId, 'reward' | 'eval' | 'tokens-per-s'>, PanelSpec>),
+    ...(Object.fromEntries(byColumn) as Record<Exclude<PanelId, 'reward' | 'eval' | 'tokens-per-s' | 'policy-lag'>, PanelSpec>),
     reward,
     eval: evalPanel,
     'tokens-per-s': tokens,
+    'policy-lag': lag,
   };
   return PANEL_IDS.map((id) => ordered[id]);
 }
