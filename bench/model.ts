@@ -11,11 +11,18 @@
  *
  * On a shared machine wall-clock numbers drift with the other processes' load, so the ratios are also reported by
  * this process's CPU time (`*_cpu`: the backend is single-threaded, so CPU time is the work itself).
+ *
+ * `--config qwen2.5-0.5b`: the engine at a real model's shapes (random weights), see realModelBench below.
  */
 import * as tf from '@tensorflow/tfjs';
-import type { DecoderConfig, SamplingParams } from '../worker/common/engine.ts';
+import { decoderTensorShapes } from '../worker/checkpoint/decoder-tensors.ts';
+import type { DecoderConfig, NamedTensors, SamplingParams } from '../worker/common/engine.ts';
+import { selectBackend } from '../worker/backend.ts';
+import { cannotHold } from '../worker/backend-probe.ts';
 import { createEngineFromWeights } from '../worker/engine.ts';
 import { countParameters, forward, fuseWeights, initWeights, toParams } from '../worker/model.ts';
+import { webgpuFeatures } from '../worker/webgpu/device.ts';
+import { type MatmulKernel, matmulKernel, matmulStats, setMatmulKernel } from '../worker/webgpu/matmul.ts';
 import { type BenchContext, formatTable } from './report.ts';
 
 /** The default bench model (4 layers, d=256, context 256); bench/device/gpu-check.ts measures the same one. */
@@ -109,7 +116,225 @@ async function peakMatmulGflops(): Promise<{ wall: number; cpu: number }> {
   return { wall: flops / (bestWall / 1000) / 1e9, cpu: flops / (bestCpu / 1000) / 1e9 };
 }
 
+// ---------------------------------------------------------------------------------------------------------------
+// A real model's shapes: `--config qwen2.5-0.5b [--layers N] [--budget-s S]`
+
+/** Qwen/Qwen2.5-0.5B's config.json (494M parameters, embeddings tied). */
+export const QWEN2_5_0_5B: DecoderConfig = {
+  model_type: 'qwen2',
+  vocab_size: 151_936,
+  hidden_size: 896,
+  num_hidden_layers: 24,
+  num_attention_heads: 14,
+  num_key_value_heads: 2,
+  head_dim: 64,
+  intermediate_size: 4864,
+  max_position_embeddings: 32_768,
+  rope_theta: 1_000_000,
+  rms_norm_eps: 1e-6,
+  tie_word_embeddings: true,
+  qk_norm: false,
+  attention_bias: true,
+};
+
+const REAL_CONFIGS: Record<string, DecoderConfig> = { 'qwen2.5-0.5b': QWEN2_5_0_5B };
+
+/** Seconds each phase (matmul, train, decode ×1, decode ×32) may take by default: the whole run stays in minutes. */
+const PHASE_BUDGET_S = 30;
+/** Matmul sizes tried, doubling while one product takes under MATMUL_TARGET_MS (so a CPU stops early). */
+const MATMUL_SIZES = [512, 1024, 2048, 4096];
+const MATMUL_TARGET_MS = 250;
+/** A training step: rows × tokens on a GPU; one short row on a CPU backend, where a step of 494M parameters is slow. */
+const TRAIN_SHAPE_GPU = { rows: 4, len: 256 };
+const TRAIN_SHAPE_CPU = { rows: 1, len: 32 };
+/** Concurrent sequences of the batched decode figure. */
+const DECODE_BATCH = 32;
+
+export class UnknownConfigError extends Error {
+  override name = 'UnknownConfigError';
+}
+
+export class ModelTooLargeError extends Error {
+  override name = 'ModelTooLargeError';
+}
+
+/** Why the webgpu device cannot bind the model's largest tensor, the [V, D] embedding, or null. */
+function oversizedBinding(cfg: DecoderConfig): string | null {
+  const limit = (tf.backend() as unknown as { device?: GPUDevice }).device?.limits.maxStorageBufferBindingSize ?? Infinity;
+  const bytes = 4 * cfg.vocab_size * cfg.hidden_size;
+  return bytes > limit ? `cannot bind the ${(bytes / 2 ** 20).toFixed(0)} MiB embedding (storage bindings up to ${(limit / 2 ** 20).toFixed(0)} MiB here)` : null;
+}
+
+function argValue(args: string[], flag: string): string | undefined {
+  const i = args.indexOf(flag);
+  return i >= 0 ? args[i + 1] : undefined;
+}
+
+/**
+ * Random weights in HF layout, uniform with initWeights' std (0.02): 494M Box–Muller normals take tens of seconds
+ * in JS, a xorshift fill a second or two, and throughput does not depend on the distribution.
+ */
+function fastWeights(cfg: DecoderConfig, seed: number): NamedTensors {
+  let x = seed >>> 0 || 1;
+  const half = 0.02 * Math.sqrt(3); // uniform(−h, h) has std h/√3
+  const out: NamedTensors = {};
+  for (const [name, shape] of Object.entries(decoderTensorShapes(cfg))) {
+    const data = new Float32Array(shape.reduce((a, b) => a * b, 1));
+    if (name.endsWith('norm.weight')) data.fill(1);
+    else if (!name.endsWith('.bias')) {
+      for (let i = 0; i < data.length; i++) {
+        x ^= x << 13;
+        x ^= x >>> 17;
+        x ^= x << 5;
+        data[i] = ((x >>> 0) / 4294967296 - 0.5) * 2 * half;
+      }
+    }
+    out[name] = { shape, data };
+  }
+  return out;
+}
+
+/** Best TFLOP/s of an n×n×n product at the largest n in MATMUL_SIZES that stays near MATMUL_TARGET_MS. */
+async function matmulTflops(): Promise<{ tflops: number; n: number }> {
+  let best = { tflops: 0, n: 0 };
+  for (const n of MATMUL_SIZES) {
+    const a = tf.randomNormal([n, n]);
+    const b = tf.randomNormal([n, n]);
+    let bestMs = Infinity;
+    for (let i = 0; i < 4; i++) {
+      const t0 = performance.now();
+      const c = tf.matMul(a, b);
+      const one = tf.slice(c, [n - 1, n - 1], [1, 1]); // waits for c without timing the download of n² values
+      await one.data();
+      if (i > 0) bestMs = Math.min(bestMs, performance.now() - t0); // the first compiles the shader
+      tf.dispose([c, one]);
+      if (performance.now() - t0 > 4 * MATMUL_TARGET_MS) break;
+    }
+    tf.dispose([a, b]);
+    const tflops = (2 * n ** 3) / (bestMs / 1000) / 1e12;
+    if (tflops > best.tflops) best = { tflops, n };
+    if (bestMs > MATMUL_TARGET_MS) break;
+  }
+  return best;
+}
+
+/**
+ * The engine at a real model's shapes, each phase bounded by `--budget-s` (so a CPU machine gets a few figures in
+ * minutes, not hours, and says how few): matmul_tflops (best kernel, f32 and f16 where the backend has them),
+ * train_tokens_per_s and train_mfu (engine.trainStep, optimizer included; MFU against the best f32 matmul),
+ * decode_tokens_per_s_1 and _32 (KV-cached greedy decoding, one sequence and DECODE_BATCH at once),
+ * kernels_per_decode_step (tfjs kernels per decode step, by tf.profile).
+ */
+async function realModelBench(ctx: BenchContext, name: string): Promise<Record<string, unknown>> {
+  const base = REAL_CONFIGS[name];
+  if (!base) throw new UnknownConfigError(`unknown config "${name}" (one of ${Object.keys(REAL_CONFIGS).join(', ')})`);
+  // --layers and --vocab (and --train-tokens) shrink the model for a smoke run where the real one cannot fit (wasm's 4 GiB, lavapipe's
+  // 128 MiB storage bindings, smaller than Qwen's 545 MB embedding); the result says which shapes ran.
+  const layers = Number(argValue(ctx.args, '--layers') ?? base.num_hidden_layers);
+  const vocab = Number(argValue(ctx.args, '--vocab') ?? base.vocab_size);
+  const budgetMs = Number(argValue(ctx.args, '--budget-s') ?? PHASE_BUDGET_S) * 1000;
+  const cfg = { ...base, num_hidden_layers: layers, vocab_size: vocab };
+  const params = countParameters(cfg);
+  const started = performance.now();
+  const notes: string[] = [];
+  ctx.log(`${name}: ${layers} layers, vocabulary ${vocab}, ${(params / 1e6).toFixed(0)}M parameters; phase budget ${budgetMs / 1000} s`);
+  // The engine's own selection (once per thread), made first so that a model the backend cannot hold is refused by
+  // name here instead of aborting the wasm module or computing garbage through an oversized GPU binding.
+  const selected = await selectBackend(undefined, { syncReads: false, modelParameters: params });
+  const refusal = cannotHold(selected.name, cfg) ?? (selected.name === 'webgpu' ? oversizedBinding(cfg) : null);
+  if (refusal) throw new ModelTooLargeError(`${selected.name} ${refusal}; --layers N and --vocab N shrink the model for a smoke run`);
+  const engine = await createEngineFromWeights({ name, config: cfg, weights: fastWeights(cfg, 1), tokenizer: null, seed: 1 });
+  const backend = engine.info.backend.name;
+  ctx.log(`backend ${backend} (${engine.info.backend.reason}), loaded in ${((performance.now() - started) / 1000).toFixed(1)} s`);
+
+  // Matmul: every kernel on webgpu (ours f32, tfjs's, ours f16 where shader-f16 compiles); the backend's own elsewhere.
+  const matmul: Record<string, number> = {};
+  const kernels: MatmulKernel[] = backend === 'webgpu' ? ['tiled-f32', 'tfjs', ...(webgpuFeatures()?.shaderF16 ? (['tiled-f16'] as const) : [])] : [];
+  const chosen = matmulKernel();
+  for (const k of kernels) {
+    setMatmulKernel(k);
+    const r = await matmulTflops();
+    matmul[k] = r.tflops;
+    ctx.log(`matmul ${k}: ${r.tflops.toFixed(3)} TFLOP/s at ${r.n}³`);
+  }
+  setMatmulKernel(chosen);
+  if (kernels.length === 0) matmul[backend] = (await matmulTflops()).tflops;
+  const f32 = Object.entries(matmul).filter(([k]) => k !== 'tiled-f16');
+  const [bestF32Kernel, bestF32] = f32.reduce((a, b) => (b[1] > a[1] ? b : a));
+
+  // Training: engine.trainStep (forward, backward, clipping, AdamW), warm-up first, then as many steps as fit.
+  const trainTokens = argValue(ctx.args, '--train-tokens'); // one row of this many (a smoke run on a software GPU)
+  const shape = trainTokens ? { rows: 1, len: Number(trainTokens) } : backend === 'webgpu' || backend === 'tensorflow-gpu' ? TRAIN_SHAPE_GPU : TRAIN_SHAPE_CPU;
+  const samples = Array.from({ length: shape.rows }, (_, r) => {
+    const tokens = Array.from({ length: shape.len }, (_, i) => (r * 31 + i * 7) % Math.min(1000, vocab));
+    return { tokens, lossMask: tokens.map((_, i) => (i > 0 ? 1 : 0)), advantages: tokens.map((_, i) => ((i + r) % 3) - 1), oldLogprobs: tokens.map(() => -12) };
+  });
+  const trainOpts = { loss: 'ppo' as const, microBatchTokens: shape.rows * shape.len, learningRate: 1e-5 };
+  const warm = await timed(() => engine.trainStep(samples, trainOpts));
+  let trainSteps = 0;
+  let trainMs = 0;
+  while (trainSteps === 0 || trainMs + trainMs / trainSteps < budgetMs) {
+    if (warm.wallMs > budgetMs) break;
+    trainMs += (await timed(() => engine.trainStep(samples, trainOpts))).wallMs;
+    trainSteps++;
+  }
+  if (trainSteps === 0) {
+    notes.push(`train from the warm-up step alone (${(warm.wallMs / 1000).toFixed(1)} s > budget)`);
+    [trainSteps, trainMs] = [1, warm.wallMs];
+  }
+  const trainTokensPerS = (trainSteps * shape.rows * shape.len) / (trainMs / 1000);
+  ctx.log(`train: ${trainSteps} steps of ${shape.rows}×${shape.len} tokens, ${trainTokensPerS.toFixed(1)} tokens/s`);
+
+  // Decoding one sequence: a short warm-up sizes the measured run to the budget.
+  const prompt = Array.from({ length: 16 }, (_, i) => (i * 13) % Math.min(1000, vocab));
+  const probe = await engine.generate({ promptIds: prompt, sampling: greedy(3) });
+  const msPerToken = probe.timings.decodeMs / Math.max(probe.tokens.length - 1, 1);
+  const decodeTokens = Math.max(4, Math.min(64, Math.floor(budgetMs / Math.max(msPerToken, 1e-3))));
+  const one = await engine.generate({ promptIds: prompt, sampling: greedy(decodeTokens) });
+  const decode1 = one.tokens.length / (one.timings.decodeMs / 1000);
+  ctx.log(`decode ×1: ${one.tokens.length} tokens, ${decode1.toFixed(1)} tokens/s`);
+
+  // DECODE_BATCH sequences at once (short prompts: the figure is decoding, not prefill), aggregate tokens/s.
+  const batchTokens = Math.max(4, Math.min(32, Math.floor(decodeTokens / 2)));
+  const together = await timed(() => Promise.all(Array.from({ length: DECODE_BATCH }, (_, i) => engine.generate({ promptIds: prompt.map((t) => (t + i) % Math.min(1000, vocab)).slice(0, 8), sampling: greedy(batchTokens) }))));
+  const decode32 = together.value.reduce((a, r) => a + r.tokens.length, 0) / (together.wallMs / 1000);
+  ctx.log(`decode ×${DECODE_BATCH}: ${batchTokens} tokens each, ${decode32.toFixed(1)} tokens/s overall`);
+
+  // Kernels per decode step: generating 3 tokens vs 1 differs by two decode steps.
+  const kernelsOf = async (maxTokens: number) => (await tf.profile(async () => void (await engine.generate({ promptIds: prompt, sampling: greedy(maxTokens) })))).kernels.length;
+  const kernelsPerStep = ((await kernelsOf(3)) - (await kernelsOf(1))) / 2;
+  await engine.close();
+
+  const result = {
+    config: name,
+    layers,
+    vocab,
+    params,
+    backend,
+    backend_reason: engine.info.backend.reason,
+    backend_kernels: engine.info.backend.kernels ?? 'n/a',
+    matmul_tflops_f32: round(bestF32, 4),
+    matmul_kernel_f32: bestF32Kernel,
+    matmul_tflops_f16: matmul['tiled-f16'] === undefined ? 'n/a' : round(matmul['tiled-f16'], 4),
+    ...Object.fromEntries(Object.entries(matmul).map(([k, v]) => [`matmul_tflops_${k.replace('-', '_')}`, round(v, 4)])),
+    train_tokens_per_s: round(trainTokensPerS, 2),
+    train_mfu: round((6 * params * trainTokensPerS) / (bestF32 * 1e12), 4),
+    train_shape: `${trainSteps} steps × ${shape.rows}×${shape.len} tokens`,
+    decode_tokens_per_s_1: round(decode1, 2),
+    decode_tokens_per_s_32: round(decode32, 2),
+    decode_tokens_measured: `${one.tokens.length} alone, ${batchTokens} × ${DECODE_BATCH} together`,
+    kernels_per_decode_step: kernelsPerStep,
+    our_matmuls: `${matmulStats.tiled} tiled, ${matmulStats.skinny} skinny, ${matmulStats.f16} f16, ${matmulStats.fallback} to tfjs`,
+    bounded: `each phase ≤ ${budgetMs / 1000} s${notes.length ? `; ${notes.join('; ')}` : ''}`,
+    elapsed_s: round((performance.now() - started) / 1000),
+  };
+  process.stdout.write(formatTable(Object.entries(result).map(([metric, value]) => ({ metric, value }))) + '\n');
+  return result;
+}
+
 export default async function modelBench(ctx: BenchContext): Promise<Record<string, unknown>> {
+  const config = argValue(ctx.args, '--config');
+  if (config) return realModelBench(ctx, config);
   const cfg = BENCH_CONFIG;
   const params = countParameters(cfg);
   const engine = await createEngineFromWeights({ name: 'bench', config: cfg, weights: initWeights(cfg, 1), tokenizer: null, seed: 1 });

@@ -14,7 +14,7 @@
  * faster synchronous path for wasm/cpu asks `readsSyncOnActiveBackend()` which one to take.
  */
 import * as tf from '@tensorflow/tfjs';
-import type { BackendName, BackendReport } from './common/engine.ts';
+import type { BackendName, BackendProbe, BackendReport, DecoderConfig } from './common/engine.ts';
 
 export const BACKEND_ORDER: BackendName[] = ['tensorflow-gpu', 'webgpu', 'tensorflow', 'wasm', 'cpu'];
 
@@ -30,10 +30,16 @@ export interface SelectOptions {
   syncReads?: boolean;
   /** Parameters of the model the backend will run; small models skip WebGPU when choosing automatically. */
   modelParameters?: number;
+  /**
+   * The model the backend will run. When given (and nothing is forced), WebGPU and the best CPU backend are both
+   * measured on its shapes (worker/backend-probe.ts) and the faster is chosen, instead of WEBGPU_MIN_PARAMETERS.
+   */
+  model?: DecoderConfig;
 }
 
 /**
- * Below this many parameters the automatic choice passes over WebGPU. A WebGPU decode step costs about the same
+ * Below this many parameters the automatic choice passes over WebGPU, when the caller gives only the model's size
+ * (with the model itself, `SelectOptions.model`, the choice is measured instead). A WebGPU decode step costs about the same
  * whatever the model's size (tfjs dispatches ~250 small GPU ops per step): on an H200 a 3.2M-parameter model
  * sampled 43 tokens/s on WebGPU and 483 on wasm, while training ran 7.2k vs 0.7k tokens/s
  * (bench/device/h200-2026-11-30-engine.json). An RL step samples and trains about as many tokens, so below a few
@@ -59,14 +65,49 @@ export function gpuAdapterInfo(): GpuAdapterInfo | null {
 
 type DawnGpu = { requestAdapter: (options?: object) => Promise<{ info?: Partial<GpuAdapterInfo> } | null> };
 
-/** The `webgpu` package's GPU object, held here for the thread's lifetime (see register). */
+/**
+ * The `webgpu` package's GPU object: one Dawn instance per thread, held for the thread's lifetime. A second
+ * instance replaced the first in navigator.gpu, leaving the instance that tfjs's device runs on unreferenced and
+ * collectable; seen on the H200 and on lavapipe: a segfault or a hang at a later op.
+ */
+let dawnInstance: Promise<DawnGpu> | null = null;
+
+function dawn(): Promise<DawnGpu> {
+  dawnInstance ??= (async () => {
+    const pkg = (await import(/* @vite-ignore */ 'webgpu' as string)) as { create: (flags: string[]) => unknown; globals?: Record<string, unknown> };
+    if (pkg.globals) Object.assign(globalThis, pkg.globals);
+    return pkg.create([]) as DawnGpu;
+  })().catch((err: unknown) => {
+    dawnInstance = null;
+    throw err;
+  });
+  return dawnInstance;
+}
+
+/**
+ * Why WebGPU cannot run here at all (the `webgpu` package is absent, or Dawn finds no adapter), or null when an
+ * adapter exists. Only these count as "unavailable" for tests that skip without a GPU: any other error is thrown.
+ */
+export async function webgpuAdapterMissing(): Promise<string | null> {
+  let gpu: DawnGpu;
+  try {
+    gpu = await dawn();
+  } catch (err) {
+    if (messageOf(err) === 'not installed') return 'the webgpu package is not installed';
+    throw err;
+  }
+  return (await gpu.requestAdapter({ powerPreference: 'high-performance' })) ? null : 'no WebGPU adapter found';
+}
+
+/** The full setup, once per thread (see register). */
 let dawnGpu: Promise<DawnGpu> | null = null;
 
-/** Find an adapter through Dawn, expose it as navigator.gpu and load tfjs-backend-webgpu (which looks there). */
+/**
+ * Find an adapter through Dawn, expose it as navigator.gpu, load tfjs-backend-webgpu (which looks there) and put our
+ * kernels in (worker/webgpu/: the device gets shader-f16/subgroups where offered, BatchMatMul becomes ours).
+ */
 async function createDawnGpu(): Promise<DawnGpu> {
-  const dawn = (await import(/* @vite-ignore */ 'webgpu' as string)) as { create: (flags: string[]) => unknown; globals?: Record<string, unknown> };
-  if (dawn.globals) Object.assign(globalThis, dawn.globals);
-  const gpu = dawn.create([]) as DawnGpu;
+  const gpu = await dawn();
   const adapter = await gpu.requestAdapter({ powerPreference: 'high-performance' });
   if (!adapter) throw new BackendUnavailableError('no WebGPU adapter found');
   const info = adapter.info ?? {};
@@ -76,6 +117,8 @@ async function createDawnGpu(): Promise<DawnGpu> {
   (g.navigator as { gpu?: unknown }).gpu = gpu;
   await import('@tensorflow/tfjs-backend-webgpu');
   addNInChunksOnWebGpu();
+  const { installWebGpuKernels } = await import('./webgpu/register.ts');
+  await installWebGpuKernels();
   return gpu;
 }
 
@@ -89,9 +132,7 @@ async function register(name: BackendName): Promise<string> {
       await import(/* @vite-ignore */ '@tensorflow/tfjs-node' as string);
       return 'tensorflow';
     case 'webgpu':
-      // Once per thread: a second Dawn instance replaced the first in navigator.gpu, leaving the instance that
-      // tfjs's device runs on unreferenced and collectable. Seen on the H200 and on lavapipe: a segfault or a hang
-      // at a later op; holding the one instance fixed both.
+      // Once per thread (see dawn()).
       dawnGpu ??= createDawnGpu().catch((err: unknown) => {
         dawnGpu = null;
         throw err;
@@ -234,9 +275,69 @@ function messageOf(err: unknown): string {
   return text.split('\n')[0].slice(0, 200);
 }
 
+/** A backend that registered, passed the self-check and may serve the caller. */
+interface Admitted {
+  name: BackendName;
+  tfName: string;
+  check: { ok: boolean; maxAbsError: number };
+  readsSync: boolean;
+  /** WebGPU: which matmul kernels were measured faster (worker/webgpu/matmul.ts calibrateMatmul). */
+  kernels?: string;
+}
+
+/**
+ * WebGPU against the best CPU backend that loaded, both measured on the model (worker/backend-probe.ts, imported
+ * here only: it needs the model code, which imports this module). A backend whose probe fails (an error, logits off
+ * their exact sum, or a model the CPU backend cannot hold) is passed over with that reason; when both
+ * fail, the CPU backend stays (the engine's own errors then say more than a probe's).
+ */
+async function measuredChoice(gpu: Admitted, cpu: Admitted, model: DecoderConfig, passedOver: BackendReport['passedOver']): Promise<{ chosen: Admitted; report: BackendReport }> {
+  const { cannotHold, describeProbe, fasterOf, probeActiveBackend } = await import('./backend-probe.ts');
+  let cpuProbe: BackendProbe | null = null;
+  let cpuFailure = cannotHold(cpu.name, model);
+  if (!cpuFailure) {
+    try {
+      await tf.setBackend(cpu.tfName);
+      cpuProbe = await probeActiveBackend(cpu.name, model);
+    } catch (err) {
+      cpuFailure = `failed the probe on the model: ${messageOf(err)}`;
+    }
+  }
+  let gpuProbe: BackendProbe | null = null;
+  let gpuFailure: string | null = null;
+  try {
+    await tf.setBackend(gpu.tfName);
+    gpuProbe = await probeActiveBackend(gpu.name, model);
+  } catch (err) {
+    gpuFailure = `failed the probe on the model: ${messageOf(err)}`;
+  }
+  const probe = [gpuProbe, cpuProbe].filter((p): p is BackendProbe => p !== null);
+  const kernels = gpu.kernels ? { kernels: gpu.kernels } : {};
+  const report = (chosen: Admitted, reason: string, loser: { name: BackendName; reason: string } | null): { chosen: Admitted; report: BackendReport } => ({
+    chosen,
+    report: { name: chosen.name, reason, passedOver: loser ? [...passedOver, loser] : passedOver, selfCheck: chosen.check, probe, ...kernels },
+  });
+  let result: { chosen: Admitted; report: BackendReport };
+  if (gpuProbe && cpuProbe && !gpuFailure) {
+    const { winner, loser } = fasterOf(gpuProbe, cpuProbe);
+    const [chosen, other] = winner.name === gpu.name ? [gpu, cpu] : [cpu, gpu];
+    result = report(chosen, `measured on the model: ${describeProbe(winner)} vs ${describeProbe(loser)}`, {
+      name: other.name,
+      reason: `measured slower on the model: ${describeProbe(loser)} vs ${describeProbe(winner)} (AGENTJET_BACKEND forces a backend)`,
+    });
+  } else if (gpuProbe && !gpuFailure) {
+    result = report(gpu, `measured on the model: ${describeProbe(gpuProbe)}; ${cpu.name} ${cpuFailure}`, { name: cpu.name, reason: cpuFailure! });
+  } else {
+    result = report(cpu, cpuProbe ? `measured on the model: ${describeProbe(cpuProbe)}` : `best that loaded (${cpuFailure})`, { name: gpu.name, reason: gpuFailure! });
+  }
+  await tf.setBackend(result.chosen.tfName);
+  return result;
+}
+
 /**
  * Choose and activate a backend (once per thread; later calls return the same report). `prefer` (or
- * `AGENTJET_BACKEND`) forces a backend; it fails with BackendUnavailableError if that one cannot run.
+ * `AGENTJET_BACKEND`) forces a backend; it fails with BackendUnavailableError if that one cannot run. With
+ * `options.model`, WebGPU is measured against the next backend that loads (see measuredChoice).
  */
 export async function selectBackend(prefer?: BackendName, options: SelectOptions = {}): Promise<BackendReport> {
   const syncReads = options.syncReads ?? true;
@@ -245,8 +346,16 @@ export async function selectBackend(prefer?: BackendName, options: SelectOptions
   if (forced && !BACKEND_ORDER.includes(forced)) throw new BackendUnavailableError(`unknown backend "${forced}" (one of ${BACKEND_ORDER.join(', ')})`);
   const candidates = forced ? [forced] : BACKEND_ORDER;
   const passedOver: BackendReport['passedOver'] = [];
+  const measure = !forced && options.model !== undefined;
+  /** WebGPU, admitted and waiting to be measured against the next backend that loads. */
+  let gpu: Admitted | null = null;
+  const choose = (a: Admitted, report: BackendReport): BackendReport => {
+    selectedReadsSync = a.readsSync;
+    selected = a.kernels ? { ...report, kernels: a.kernels } : report;
+    return selected;
+  };
   for (const name of candidates) {
-    const small = options.modelParameters !== undefined && options.modelParameters < WEBGPU_MIN_PARAMETERS;
+    const small = !measure && options.modelParameters !== undefined && options.modelParameters < WEBGPU_MIN_PARAMETERS;
     if (!forced && name === 'webgpu' && small) {
       const millions = (options.modelParameters! / 1e6).toFixed(1);
       passedOver.push({ name, reason: `a model of ${millions}M parameters samples faster on the CPU than through WebGPU's per-op dispatch (threshold ${WEBGPU_MIN_PARAMETERS / 1e6}M; AGENTJET_BACKEND=webgpu forces it)` });
@@ -265,12 +374,25 @@ export async function selectBackend(prefer?: BackendName, options: SelectOptions
         passedOver.push({ name, reason: `passed the self-check (max error ${check.maxAbsError}) but cannot read results synchronously here (dataSync), which the engine needs` });
         continue;
       }
-      selectedReadsSync = readsSync;
-      selected = { name, reason: forced ? (prefer ? 'forced by option' : 'forced by AGENTJET_BACKEND') : 'best that loaded', passedOver, selfCheck: check };
-      return selected;
+      const admitted: Admitted = { name, tfName, check, readsSync };
+      if (name === 'webgpu') admitted.kernels = await (await import('./webgpu/matmul.ts')).calibrateMatmul();
+      if (measure && name === 'webgpu') {
+        gpu = admitted;
+        continue;
+      }
+      if (gpu) {
+        const { chosen, report } = await measuredChoice(gpu, admitted, options.model!, passedOver);
+        return choose(chosen, report);
+      }
+      return choose(admitted, { name, reason: forced ? (prefer ? 'forced by option' : 'forced by AGENTJET_BACKEND') : 'best that loaded', passedOver, selfCheck: check });
     } catch (err) {
       passedOver.push({ name, reason: messageOf(err) });
     }
+  }
+  if (gpu) {
+    // Nothing after WebGPU loaded (the cpu backend always does, so only when it was itself unusable): no contest.
+    await tf.setBackend(gpu.tfName);
+    return choose(gpu, { name: gpu.name, reason: 'best that loaded (nothing else loaded to measure it against)', passedOver, selfCheck: gpu.check });
   }
   throw new BackendUnavailableError(`no usable backend: ${passedOver.map((p) => `${p.name}: ${p.reason}`).join('; ')}`);
 }

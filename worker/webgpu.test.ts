@@ -1,9 +1,9 @@
 /**
  * The engine on WebGPU (Dawn), which reads results asynchronously under Node, against the same engine on wasm: same
  * greedy and seeded tokens, same logprobs and training metrics within float tolerance. Runs where a WebGPU adapter
- * exists (a GPU, or Mesa's lavapipe: see bench/device/gpu-check.sh); skipped with the reason elsewhere (CI).
+ * exists (a GPU, or Mesa's lavapipe, which .ci/run installs); skipped, with the reason, only where none does. Our
+ * kernels (worker/webgpu/) are active: BatchMatMul is ours.
  */
-import { existsSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import * as tf from '@tensorflow/tfjs';
 import { readsSyncOnActiveBackend, selectBackend } from './backend.ts';
@@ -11,24 +11,11 @@ import type { BackendName, GenerateResult, NamedTensors, TrainMetrics } from './
 import { createEngineFromWeights } from './engine.ts';
 import { initWeights } from './model.ts';
 import { sampling, tinyByteConfig } from './testing/configs.ts';
+import { matmulStats, setMatmulKernel } from './webgpu/matmul.ts';
+import { webgpuSkipReason } from './webgpu/testing/gpu.ts';
 
-/** Dawn prints a warning when it cannot load Vulkan: look for the loader first, so that CI skips silently. */
-function vulkanLoaderPresent(): boolean {
-  const dirs = [...(process.env.LD_LIBRARY_PATH ?? '').split(':').filter(Boolean), '/usr/lib/x86_64-linux-gnu', '/usr/lib64', '/usr/lib', '/lib/x86_64-linux-gnu', '/usr/local/lib'];
-  return process.platform !== 'linux' || dirs.some((d) => existsSync(`${d}/libvulkan.so.1`));
-}
-
-async function webgpuUnavailableReason(): Promise<string | null> {
-  if (!vulkanLoaderPresent()) return 'no Vulkan loader (libvulkan.so.1)';
-  try {
-    await selectBackend('webgpu', { syncReads: false });
-    return null;
-  } catch (err) {
-    return (err as Error).message;
-  }
-}
-
-const skipReason = await webgpuUnavailableReason();
+// Skips only without an adapter (worker/webgpu/testing/gpu.ts); a failed self-check fails the first test.
+const skipReason = await webgpuSkipReason();
 
 interface Run {
   greedy: GenerateResult;
@@ -79,10 +66,23 @@ function meanAbsDifference(a: NamedTensors, b: NamedTensors): number {
 }
 
 describe.skipIf(skipReason !== null)(`the engine on WebGPU${skipReason ? ` (skipped: ${skipReason})` : ''}`, () => {
+  it('selects webgpu for a caller that reads asynchronously, passing the numerics self-check', async () => {
+    // A self-check failure rejects here (BackendUnavailableError naming it): a failure, not a skip.
+    const report = await selectBackend('webgpu', { syncReads: false });
+    expect(report.name).toBe('webgpu');
+    expect(report.selfCheck.ok).toBe(true);
+    expect(report.selfCheck.maxAbsError).toBeLessThan(1e-3);
+    expect((tf.getKernel(tf.BatchMatMul, 'webgpu')?.kernelFunc as { ours?: boolean } | undefined)?.ours).toBe(true);
+    expect(report.kernels).toMatch(/^matmul skinny .*; tiled /); // ours vs tfjs's, measured on this device
+  });
+
   it('generates the same tokens and trains to the same metrics as on wasm, reading asynchronously', async () => {
     const wasm = await runEngine('wasm');
+    setMatmulKernel('tiled-f32'); // ours everywhere, whatever the calibration measured faster on this device
+    const ours = matmulStats.tiled + matmulStats.skinny;
     const gpu = await runEngine('webgpu');
     expect(tf.getBackend()).toBe('webgpu');
+    expect(matmulStats.tiled + matmulStats.skinny).toBeGreaterThan(ours); // our matmul ran the model
     expect(gpu.readsSync).toBe(false); // the async paths ran (device KV cache, on-device clipping)
     expect(ids(gpu.greedy)).toEqual(ids(wasm.greedy));
     expect(gpu.batched.map(ids)).toEqual(wasm.batched.map(ids));

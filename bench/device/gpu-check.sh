@@ -10,6 +10,15 @@
 # The engine itself (bench/model.ts, bench/device/engine-check.ts) on both backends, about 4 minutes:
 #   run(command: "bash bench/device/gpu-check.sh select-auto engine-webgpu engine-wasm bench-model-webgpu bench-model-wasm",
 #       carry: [".gl", ".devcarry"], timeout_s: 300)
+# The whole GPU suite in one call (issue #21; at most ~8 minutes, each step under its own timeout below):
+#   run(command: "bash bench/device/gpu-check.sh suite", carry: [".gl", ".devcarry"], timeout_s: 600)
+# = select-auto and select-auto-qwen (the measured backend choice on the bench model, on Qwen2.5-0.5B's shapes), kernels (every numerics check of
+# worker/webgpu/*.test.ts against the cpu backend, then our matmul vs tfjs's, f32 and f16, in GFLOP/s),
+# engine-webgpu + engine-wasm (worker/webgpu.test.ts's comparison: same tokens, losses), bench-model-qwen (bench/model.ts
+# --config qwen2.5-0.5b). It ends by merging every step's JSON into $OUT/gpu-suite-DATE.json: copy that file next to
+# the earlier ones (bench/device/h200-DATE.json). At most 8 files come back: the suite writes 8. Each step's timeout
+# bounds it (550 s together); a typical run takes about 5 minutes. Without a GPU, try it on lavapipe first:
+#   OUT=/tmp/suite bash bench/device/gpu-check.sh select-auto kernels-quick bench-model-qwen-quick merge   (after --prepare)
 #
 # What travels: .gl/ holds the Vulkan/GL loader .debs (the device README's recipe); .devcarry/ holds this
 # machine's node binary (xz), one esbuild bundle of bench/device/gpu-check.ts with tfjs inlined (CommonJS, so that
@@ -76,9 +85,12 @@ step() { # step NAME SECONDS ARGS...: the JSON (last stdout line) goes to $OUT/N
 }
 ulimit -c 0
 steps=${*:-select-auto webgpu wasm bench-model-wasm}
+[ "$steps" = suite ] && steps="select-auto kernels engine-webgpu engine-wasm bench-model-qwen select-auto-qwen merge"
+export XDG_RUNTIME_DIR=${XDG_RUNTIME_DIR:-/tmp}
 for s in $steps; do
   case $s in
     select-auto) step select-auto 40 select-auto ;;
+    select-auto-qwen) step select-auto-qwen 60 select-auto-qwen ;;
     webgpu)
       step webgpu 120 webgpu
       rc=$?
@@ -89,7 +101,26 @@ for s in $steps; do
     bench-model-wasm) AGENTJET_BACKEND=wasm step bench-model-wasm 100 bench-model ;;
     bench-model-webgpu) AGENTJET_BACKEND=webgpu step bench-model-webgpu 100 bench-model ;;
     engine-webgpu) step engine-webgpu 90 engine webgpu --bench ;;
-    engine-wasm) step engine-wasm 90 engine wasm --bench ;;
+    engine-wasm) step engine-wasm 60 engine wasm --bench ;;
+    kernels) step kernels 120 kernels ;;
+    kernels-quick) step kernels 150 kernels --quick ;;
+    bench-model-qwen) AGENTJET_BACKEND=webgpu step bench-model-qwen 180 bench-model-qwen ;;
+    bench-model-qwen-quick) AGENTJET_BACKEND=webgpu step bench-model-qwen 210 bench-model-qwen --quick ;;
+    merge)
+      # One dated JSON of every step's result (a step that crashed left its last line, or nothing: kept as text).
+      /tmp/node -e '
+        const fs = require("fs"), out = process.env.OUT, date = new Date().toISOString().slice(0, 10);
+        const merged = { date, machine: process.argv[1] };
+        for (const f of fs.readdirSync(out).filter((f) => f.endsWith(".json") && !f.startsWith("gpu-suite-")).sort()) {
+          const text = fs.readFileSync(`${out}/${f}`, "utf8").trim();
+          try { merged[f.slice(0, -5).replace(/-/g, "_")] = JSON.parse(text); } catch { merged[f.slice(0, -5).replace(/-/g, "_")] = { unparsed: text.slice(0, 2000) }; }
+        }
+        const w = merged.engine_webgpu, c = merged.engine_wasm;
+        if (w && c && w.greedyTokens) merged.engine_tokens_agree = JSON.stringify([w.greedyTokens, w.batchedTokens, w.sampledTokens]) === JSON.stringify([c.greedyTokens, c.batchedTokens, c.sampledTokens]);
+        fs.writeFileSync(`${out}/gpu-suite-${date}.json`, JSON.stringify(merged, null, 2) + "\n");
+        console.log(`merged ${Object.keys(merged).length - 2} results into gpu-suite-${date}.json`);
+      ' "$(nvidia-smi -L 2>/dev/null | head -n 1); $(/tmp/node -v)"
+      ;;
     *) echo "unknown step $s" ;;
   esac
 done

@@ -5,8 +5,12 @@
  *
  *   node --import tsx bench/device/gpu-check.ts webgpu|wasm|cpu   → table on stdout, JSON as the last line
  *   node --import tsx bench/device/gpu-check.ts bench-model        → bench/model.ts itself (engine, sync reads)
- *   node --import tsx bench/device/gpu-check.ts select-auto        → the engine's backend choice, as JSON
+ *   node --import tsx bench/device/gpu-check.ts select-auto[-qwen]  → the backend choice, measured on the bench model
+ *     (or Qwen2.5-0.5B's shapes), as JSON
  *   node --import tsx bench/device/gpu-check.ts engine NAME [--bench] → the engine on NAME (engine-check.ts)
+ *   node --import tsx bench/device/gpu-check.ts kernels [--quick]    → our WGSL kernels (worker/webgpu/): every
+ *     numerics check of their tests against the cpu backend, then GFLOP/s of our matmul vs tfjs's, f32 and f16
+ *   node --import tsx bench/device/gpu-check.ts bench-model-qwen     → bench/model.ts --config qwen2.5-0.5b
  *
  * bench/device/gpu-check.sh runs it on a lent GPU machine. The engine reads with dataSync on backends that can
  * and with `await data()` elsewhere (device KV cache, on-device clipping: see worker/backend.ts).
@@ -16,9 +20,12 @@ import * as tf from '@tensorflow/tfjs';
 import { type GpuAdapterInfo, gpuAdapterInfo, selectBackend } from '../../worker/backend.ts';
 import type { BackendName, BackendReport } from '../../worker/common/engine.ts';
 import { countParameters, forward, fuseWeights, initWeights, targetLogprobs, toParams } from '../../worker/model.ts';
-import modelBench, { BENCH_CONFIG } from '../model.ts';
+import modelBench, { BENCH_CONFIG, QWEN2_5_0_5B } from '../model.ts';
 import { engineCheck } from './engine-check.ts';
 import { formatTable } from '../report.ts';
+import { webgpuFeatures } from '../../worker/webgpu/device.ts';
+import { type MatmulKernel, setMatmulKernel } from '../../worker/webgpu/matmul.ts';
+import { allKernelChecks } from '../../worker/webgpu/testing/checks.ts';
 
 
 /** H200 SXM dense fp32 (non-tensor-core) peak from NVIDIA's datasheet: WebGPU runs plain fp32 shaders. */
@@ -118,6 +125,81 @@ async function uncachedDecode(batch: number, newTokens: number): Promise<{ token
   return { tokensPerS: (batch * newTokens) / (ms / 1000), firstTokens: seqs[0].slice(96, 104) };
 }
 
+/**
+ * Matmul shapes [m, k, n] of Qwen2.5-0.5B (d 896, ff 4864, q/k/v 1152 fused): decode (1 and 32 rows), a training
+ * micro-batch (1024 rows), and squares for the peak. The 151936-wide head is left out: its 545 MB weight exceeds
+ * some adapters' storage-binding limit (lavapipe's is 128 MiB) and tfjs's kernel would be measured on a fallback.
+ */
+const KERNEL_SHAPES: [number, number, number][] = [
+  [1, 896, 4864],
+  [1, 4864, 896],
+  [32, 896, 9728],
+  [1024, 896, 1152],
+  [1024, 896, 9728],
+  [1024, 4864, 896],
+  [2048, 2048, 2048],
+  [4096, 4096, 4096],
+];
+const KERNEL_SHAPES_QUICK: [number, number, number][] = [
+  [1, 896, 4864],
+  [256, 256, 256],
+];
+
+/** Best GFLOP/s of an m×k×n product with `kernel` (timed to its result being readable; first run compiles). */
+async function kernelGflops(kernel: MatmulKernel, [m, k, n]: [number, number, number], reps: number): Promise<number> {
+  setMatmulKernel(kernel);
+  const a = tf.randomNormal([m, k]);
+  const b = tf.randomNormal([k, n]);
+  let best = Infinity;
+  for (let i = 0; i < reps + 1; i++) {
+    const t0 = performance.now();
+    // Several products per timing for the small ones: one decode-sized product is shorter than a read's latency.
+    const times = m * k * n < 1e8 ? 8 : 1;
+    const cs = Array.from({ length: times }, () => tf.matMul(a, b));
+    const one = tf.slice(cs[times - 1], [m - 1, n - 1], [1, 1]);
+    await one.data();
+    const ms = (performance.now() - t0) / times;
+    if (i > 0) best = Math.min(best, ms);
+    tf.dispose([...cs, one]);
+  }
+  tf.dispose([a, b]);
+  return (2 * m * k * n) / (best / 1000) / 1e9;
+}
+
+async function kernelsMode(quick: boolean, log: (line: string) => void): Promise<Record<string, unknown>> {
+  const sel = await select('webgpu');
+  const features = webgpuFeatures();
+  log(`adapter ${JSON.stringify(sel.adapter)}; features ${JSON.stringify(features)}`);
+  const t0 = performance.now();
+  const { checks, notRun } = await allKernelChecks({ shaderF16: features?.shaderF16 ?? false, subgroups: features?.subgroups ?? false });
+  const failed = checks.filter((c) => !(c.ratio <= 1));
+  log(`numerics: ${checks.length - failed.length}/${checks.length} checks pass in ${((performance.now() - t0) / 1000).toFixed(1)} s${failed.length ? `; FAILED: ${failed.map((c) => `${c.name} (${c.ratio})`).join(', ')}` : ''}`);
+  const kernels: MatmulKernel[] = ['tiled-f32', 'tfjs', ...(features?.shaderF16 ? (['tiled-f16'] as const) : [])];
+  const gflops: Record<string, number> = {};
+  for (const shape of quick ? KERNEL_SHAPES_QUICK : KERNEL_SHAPES) {
+    for (const k of kernels) {
+      const g = await kernelGflops(k, shape, shape[0] * shape[1] * shape[2] >= 2 ** 33 ? 3 : 5);
+      gflops[`gflops_${k.replace('-', '_')}_${shape.join('x')}`] = round(g);
+      log(`matmul ${shape.join('×')} ${k}: ${g.toFixed(1)} GFLOP/s`);
+    }
+  }
+  setMatmulKernel('tiled-f32');
+  const best = (k: string) => Math.max(...Object.entries(gflops).filter(([name]) => name.startsWith(`gflops_${k}_`)).map(([, v]) => v));
+  return {
+    adapter: sel.adapter ? `${sel.adapter.vendor} ${sel.adapter.architecture} ${sel.adapter.description}`.trim() : 'none',
+    features: JSON.stringify(features),
+    self_check_max_abs_error: sel.report.selfCheck.maxAbsError,
+    checks_run: checks.length,
+    checks_failed: failed.length === 0 ? 'none' : failed.map((c) => `${c.name}: ${c.ratio}`).join('; '),
+    checks_worst_ratio: round(Math.max(...checks.map((c) => c.ratio)), 3),
+    checks_not_run: notRun.join('; ') || 'none',
+    matmul_gflops_best_ours_f32: best('tiled_f32'),
+    matmul_gflops_best_tfjs_f32: best('tfjs'),
+    ...(features?.shaderF16 ? { matmul_gflops_best_ours_f16: best('tiled_f16') } : {}),
+    ...gflops,
+  };
+}
+
 function round(x: number, digits = 1): number {
   const f = 10 ** digits;
   return Math.round(x * f) / f;
@@ -126,14 +208,27 @@ function round(x: number, digits = 1): number {
 async function main(): Promise<void> {
   const mode = process.argv[2] ?? 'webgpu';
   const log = (line: string) => process.stderr.write(line + '\n');
-  if (mode === 'select-auto') {
-    // The engine's own choice, with the reasons for every backend passed over.
-    const report = await selectBackend(undefined, { syncReads: false });
+  if (mode === 'select-auto' || mode === 'select-auto-qwen') {
+    // The choice the engine gets for a model given to it (measured: worker/backend-probe.ts), with every reason.
+    const model = mode === 'select-auto' ? BENCH_CONFIG : QWEN2_5_0_5B;
+    const report = await selectBackend(undefined, { syncReads: false, model });
     process.stdout.write(JSON.stringify({ ...report, adapter: gpuAdapterInfo() }) + '\n');
     return;
   }
   if (mode === 'engine') {
     const result = await engineCheck((process.argv[3] ?? 'wasm') as BackendName, process.argv.includes('--bench'));
+    process.stdout.write(JSON.stringify(result) + '\n');
+    return;
+  }
+  if (mode === 'kernels') {
+    const result = await kernelsMode(process.argv.includes('--quick'), log);
+    process.stdout.write(formatTable(Object.entries(result).map(([metric, value]) => ({ metric, value: value as string | number }))) + '\n');
+    process.stdout.write(JSON.stringify(result) + '\n');
+    return;
+  }
+  if (mode === 'bench-model-qwen') {
+    const budget = process.argv.includes('--quick') ? ['--layers', '1', '--vocab', '8192', '--train-tokens', '32', '--budget-s', '5'] : ['--budget-s', '20'];
+    const result = await modelBench({ json: true, args: ['--config', 'qwen2.5-0.5b', ...budget], log });
     process.stdout.write(JSON.stringify(result) + '\n');
     return;
   }

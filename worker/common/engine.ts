@@ -23,6 +23,8 @@ export interface BackendReport {
   selfCheck: { ok: boolean; maxAbsError: number };
   /** When the choice between WebGPU and a CPU backend was measured on the model (worker/backend-probe.ts). */
   probe?: BackendProbe[];
+  /** WebGPU: which of our kernels and tfjs's were measured faster on the device, and by how much. */
+  kernels?: string;
 }
 
 /** One backend's measured cost on the model being loaded, per token of an RL step (decode one, train one). */

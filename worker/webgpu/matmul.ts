@@ -1,0 +1,435 @@
+/**
+ * Our BatchMatMul for the webgpu backend: C[b] = op(A[b]) · op(B[b]), op = transpose or not, float32 results.
+ *
+ * Two shapes of work, two shaders:
+ * - tiled (training, prefill): each workgroup of 16×16 threads computes a 64×64 block of C, staging 64×16 of A and
+ *   16×64 of B in workgroup memory per step along K; each thread accumulates a 4×4 register block, its rows and
+ *   columns 16 apart so that neighbouring threads load and store neighbouring addresses. Tile loads are
+ *   bounds-checked (zero outside), so any M, N, K works; the load order follows each operand's layout (transposed or
+ *   not) so that global reads stay coalesced.
+ * - skinny (decoding: at most SKINNY_MAX_ROWS rows of A, B not transposed): a 64-row tile would idle 63 of 64
+ *   threads. Each thread owns one column of C for every row of A and walks a quarter of K, reading B once for all
+ *   rows (the step is bound by reading the weights); the four partial sums meet in workgroup memory.
+ *
+ * The kernel, a choice (setMatmulKernel, or AGENTJET_WEBGPU_MATMUL at registration):
+ * - 'auto' (default): ours or tfjs's, f32, whichever calibrateMatmul measured faster on this device for the
+ *   product's kind (skinny or tiled); ours until it has run. No GPU was at hand when these shaders were written, so
+ *   the backend's selection measures them against tfjs's instead of assuming they win.
+ * - 'tiled-f32': ours, f32 everywhere.
+ * - 'tiled-f16', used only where the device compiles `enable f16;` (else f32 runs): B is read from an f16 copy
+ *   (made once per tensor and kept while the tensor lives: a weight is converted once per policy version, then every
+ *   decode step reads half the bytes) and A is rounded to f16 as it is staged; workgroup tiles are f16; products and
+ *   sums are f32 (f16 products of un-normalised activations and weights can overflow 65504). Results differ from
+ *   f32 by f16's rounding of the inputs (relative 2⁻¹¹ each).
+ * - 'tfjs': tfjs-backend-webgpu's own kernel, for comparison.
+ * Whatever we do not handle (other dtypes, batch broadcasting other than 1-to-many, grids over the limit) goes to
+ * tfjs's kernel, which stays registered as the fallback.
+ */
+import * as tf from '@tensorflow/tfjs';
+import { asWebGpu, dispatch, MAX_WORKGROUPS_PER_DIMENSION, type WebGpuBackend } from './gpu.ts';
+import { featuresOf } from './device.ts';
+
+/** Output block of one tiled workgroup (rows and columns of C); 16×16 threads × a 4×4 register block each. */
+const TILE = 64;
+/** Depth of the K step staged in workgroup memory: 64×16 + 16×64 floats = 8 KiB, well under the 16 KiB minimum. */
+const TILE_K = 16;
+/** Threads per workgroup side in the tiled shader; TILE / TILE_THREADS outputs per thread per side. */
+const TILE_THREADS = 16;
+const PER_THREAD = TILE / TILE_THREADS;
+
+/** Rows of A up to which the skinny shader runs (a decode step's batch of sequences); one pipeline per row count. */
+export const SKINNY_MAX_ROWS = 8;
+/** Columns of C per skinny workgroup (one per thread of a K slice). */
+const SKINNY_COLS = 64;
+/** K slices per skinny workgroup: 4 × 64 = 256 threads, and four reads of B in flight per column. */
+const SKINNY_SLICES = 4;
+/** K positions of A staged per step in the skinny shader (≤ 8 rows × 64 = 2 KiB). */
+const SKINNY_K_BLOCK = 64;
+
+export type MatmulKernel = 'auto' | 'tiled-f32' | 'tiled-f16' | 'tfjs';
+export const MATMUL_KERNELS: readonly MatmulKernel[] = ['auto', 'tiled-f32', 'tiled-f16', 'tfjs'];
+
+export class UnknownMatmulKernelError extends Error {
+  override name = 'UnknownMatmulKernelError';
+}
+
+let chosen: MatmulKernel = 'auto';
+
+/** The two kinds of product, each with its own shader and its own measured choice under 'auto'. */
+type ProductKind = 'skinny' | 'tiled';
+const autoChoice: Record<ProductKind, 'tiled-f32' | 'tfjs'> = { skinny: 'tiled-f32', tiled: 'tiled-f32' };
+
+/** BatchMatMuls per path since the thread started ('fallback': tfjs's kernel ran); benchmarks report it, tests check it. */
+export const matmulStats = { tiled: 0, skinny: 0, f16: 0, fallback: 0 };
+
+/** Choose the webgpu BatchMatMul (takes effect at the next matmul). */
+export function setMatmulKernel(kernel: MatmulKernel): void {
+  if (!MATMUL_KERNELS.includes(kernel)) throw new UnknownMatmulKernelError(`unknown matmul kernel "${kernel}" (one of ${MATMUL_KERNELS.join(', ')})`);
+  chosen = kernel;
+}
+
+export function matmulKernel(): MatmulKernel {
+  return chosen;
+}
+
+/** The kernel that runs on this device for a kind of product ('tiled-f16' is f32 without shader-f16). */
+function effectiveKernel(device: GPUDevice, kind: ProductKind): Exclude<MatmulKernel, 'auto'> {
+  if (chosen === 'auto') return autoChoice[kind];
+  return chosen === 'tiled-f16' && !featuresOf(device).shaderF16 ? 'tiled-f32' : chosen;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// WGSL
+
+interface Variant {
+  transposeA: boolean;
+  transposeB: boolean;
+  f16: boolean;
+}
+
+const UNIFORMS = `struct U {
+  m : i32, n : i32, k : i32, batch : i32,
+  aBatchStride : i32, bBatchStride : i32, pad0 : i32, pad1 : i32,
+};`;
+
+function bindings(f16: boolean): string {
+  return `${f16 ? 'enable f16;\n' : ''}${UNIFORMS}
+@group(0) @binding(0) var<storage, read_write> c : array<f32>;
+@group(0) @binding(1) var<storage, read> a : array<f32>;
+@group(0) @binding(2) var<storage, read> b : array<${f16 ? 'f16' : 'f32'}>;
+@group(0) @binding(3) var<uniform> u : U;`;
+}
+
+/** Index of A[row, kk] / B[kk, col] in their batch, in each operand's layout. */
+const aIndex = (v: Variant) => (v.transposeA ? 'kk * u.m + row' : 'row * u.k + kk');
+const bIndex = (v: Variant) => (v.transposeB ? 'col * u.k + kk' : 'kk * u.n + col');
+
+function tiledWgsl(v: Variant): string {
+  const T = v.f16 ? 'f16' : 'f32';
+  const loadsPerThread = (TILE * TILE_K) / (TILE_THREADS * TILE_THREADS);
+  // Which tile coordinate varies fastest across threads: the one contiguous in memory.
+  const aTileCoord = v.transposeA ? `let r = e % ${TILE}; let kc = e / ${TILE};` : `let r = e / ${TILE_K}; let kc = e % ${TILE_K};`;
+  const bTileCoord = v.transposeB ? `let kr = e % ${TILE_K}; let cc = e / ${TILE_K};` : `let kr = e / ${TILE}; let cc = e % ${TILE};`;
+  const loads: string[] = [];
+  for (let i = 0; i < loadsPerThread; i++) {
+    loads.push(`{ let e = flat + ${i * TILE_THREADS * TILE_THREADS}; ${aTileCoord} As[r][kc] = readA(aOff, row0 + r, k0 + kc); }`);
+    loads.push(`{ let e = flat + ${i * TILE_THREADS * TILE_THREADS}; ${bTileCoord} Bs[kr][cc] = readB(bOff, k0 + kr, col0 + cc); }`);
+  }
+  const inner: string[] = [];
+  for (let j = 0; j < PER_THREAD; j++) inner.push(`let b${j} = f32(Bs[kk][tx + ${j * TILE_THREADS}]);`);
+  for (let i = 0; i < PER_THREAD; i++) {
+    inner.push(`{ let av = f32(As[ty + ${i * TILE_THREADS}][kk]);`);
+    for (let j = 0; j < PER_THREAD; j++) inner.push(`  acc[${i * PER_THREAD + j}] = fma(av, b${j}, acc[${i * PER_THREAD + j}]);`);
+    inner.push('}');
+  }
+  const stores: string[] = [];
+  for (let i = 0; i < PER_THREAD; i++) {
+    for (let j = 0; j < PER_THREAD; j++) {
+      stores.push(`{ let row = row0 + ty + ${i * TILE_THREADS}; let col = col0 + tx + ${j * TILE_THREADS};
+    if (row < u.m && col < u.n) { c[cOff + row * u.n + col] = acc[${i * PER_THREAD + j}]; } }`);
+    }
+  }
+  return `${bindings(v.f16)}
+var<workgroup> As : array<array<${T}, ${TILE_K}>, ${TILE}>;
+var<workgroup> Bs : array<array<${T}, ${TILE}>, ${TILE_K}>;
+
+fn readA(off : i32, row : i32, kk : i32) -> ${T} {
+  if (row >= u.m || kk >= u.k) { return ${T}(0); }
+  return ${T}(a[off + ${aIndex(v)}]);
+}
+fn readB(off : i32, kk : i32, col : i32) -> ${T} {
+  if (kk >= u.k || col >= u.n) { return ${T}(0); }
+  return ${T}(b[off + ${bIndex(v)}]);
+}
+
+@compute @workgroup_size(${TILE_THREADS}, ${TILE_THREADS}, 1)
+fn main(@builtin(local_invocation_id) lid : vec3<u32>, @builtin(workgroup_id) wid : vec3<u32>) {
+  let tx = i32(lid.x);
+  let ty = i32(lid.y);
+  let flat = ty * ${TILE_THREADS} + tx;
+  let batch = i32(wid.z);
+  let row0 = i32(wid.y) * ${TILE};
+  let col0 = i32(wid.x) * ${TILE};
+  let aOff = batch * u.aBatchStride;
+  let bOff = batch * u.bBatchStride;
+  let cOff = batch * u.m * u.n;
+  var acc : array<f32, ${PER_THREAD * PER_THREAD}>;
+  for (var k0 = 0; k0 < u.k; k0 += ${TILE_K}) {
+    ${loads.join('\n    ')}
+    workgroupBarrier();
+    for (var kk = 0; kk < ${TILE_K}; kk++) {
+      ${inner.join('\n      ')}
+    }
+    workgroupBarrier();
+  }
+  ${stores.join('\n  ')}
+}`;
+}
+
+function skinnyWgsl(v: Variant, rows: number): string {
+  const threads = SKINNY_COLS * SKINNY_SLICES;
+  const perSlice = SKINNY_K_BLOCK / SKINNY_SLICES;
+  const accs = Array.from({ length: rows }, (_, m) => `acc[${m}] = fma(As[${m}][kk], bv, acc[${m}]);`).join(' ');
+  const partials = Array.from({ length: rows }, (_, m) => `red[slice][${m}][cl] = acc[${m}];`).join(' ');
+  const sums = Array.from({ length: rows }, (_, m) => `c[cOff + ${m} * u.n + col] = red[0][${m}][cl] + red[1][${m}][cl] + red[2][${m}][cl] + red[3][${m}][cl];`).join('\n      ');
+  return `${bindings(v.f16)}
+var<workgroup> As : array<array<f32, ${SKINNY_K_BLOCK}>, ${rows}>;
+var<workgroup> red : array<array<array<f32, ${SKINNY_COLS}>, ${rows}>, ${SKINNY_SLICES}>;
+
+@compute @workgroup_size(${threads}, 1, 1)
+fn main(@builtin(local_invocation_index) li : u32, @builtin(workgroup_id) wid : vec3<u32>) {
+  let t = i32(li);
+  let cl = t % ${SKINNY_COLS};
+  let slice = t / ${SKINNY_COLS};
+  let col = i32(wid.x) * ${SKINNY_COLS} + cl;
+  let batch = i32(wid.z);
+  let aOff = batch * u.aBatchStride;
+  let bOff = batch * u.bBatchStride;
+  let cOff = batch * u.m * u.n;
+  var acc : array<f32, ${rows}>;
+  for (var k0 = 0; k0 < u.k; k0 += ${SKINNY_K_BLOCK}) {
+    for (var e = t; e < ${rows * SKINNY_K_BLOCK}; e += ${threads}) {
+      let row = e / ${SKINNY_K_BLOCK};
+      let kk = k0 + e % ${SKINNY_K_BLOCK};
+      var value = 0.0;
+      if (kk < u.k) { value = f32(a[aOff + ${aIndex(v)}]); }
+      As[row][e % ${SKINNY_K_BLOCK}] = value;
+    }
+    workgroupBarrier();
+    if (col < u.n) {
+      let kEnd = min(${perSlice}, u.k - k0 - slice * ${perSlice});
+      for (var i = 0; i < kEnd; i++) {
+        let kk = slice * ${perSlice} + i;
+        let bv = f32(b[bOff + (k0 + kk) * u.n + col]);
+        ${accs}
+      }
+    }
+    workgroupBarrier();
+  }
+  ${partials}
+  workgroupBarrier();
+  if (slice == 0 && col < u.n) {
+      ${sums}
+  }
+}`;
+}
+
+/** f32 → f16 copy of a whole buffer (two values per invocation, so the output is whole u32 words). */
+const TO_F16_WORKGROUP = 256;
+const TO_F16_WGSL = `enable f16;
+struct U { n : i32, rowStride : i32, pad0 : i32, pad1 : i32, };
+@group(0) @binding(0) var<storage, read_write> out : array<vec2<f16>>;
+@group(0) @binding(1) var<storage, read> x : array<f32>;
+@group(0) @binding(2) var<uniform> u : U;
+@compute @workgroup_size(${TO_F16_WORKGROUP}) fn main(@builtin(global_invocation_id) g : vec3<u32>) {
+  let p = i32(g.y) * u.rowStride + i32(g.x);
+  let i = 2 * p;
+  if (i >= u.n) { return; }
+  let hi = select(0.0, x[min(i + 1, u.n - 1)], i + 1 < u.n);
+  out[p] = vec2<f16>(f16(x[i]), f16(hi));
+}`;
+
+// ---------------------------------------------------------------------------------------------------------------
+// f16 copies of B, kept while their tensor lives
+
+/** Per backend: source dataId → its f16 copy (a float32 tensor of half as many elements, bytes reinterpreted). */
+const f16Copies = new WeakMap<WebGpuBackend, Map<object, tf.TensorInfo>>();
+
+/** Release copies whose source tensor was disposed (tfjs defers the buffer's release past queued work). */
+function sweepF16Copies(gpu: WebGpuBackend, copies: Map<object, tf.TensorInfo>): void {
+  for (const [src, copy] of copies) {
+    if (!gpu.tensorMap.has(src)) {
+      copies.delete(src);
+      gpu.disposeData(copy.dataId);
+    }
+  }
+}
+
+function f16CopyOf(gpu: WebGpuBackend, t: tf.TensorInfo): tf.TensorInfo {
+  let copies = f16Copies.get(gpu);
+  if (!copies) f16Copies.set(gpu, (copies = new Map()));
+  sweepF16Copies(gpu, copies);
+  const found = copies.get(t.dataId);
+  if (found) return found;
+  const n = tf.util.sizeFromShape(t.shape);
+  const pairs = Math.ceil(n / 2);
+  const groups = Math.ceil(pairs / TO_F16_WORKGROUP);
+  const gx = Math.min(groups, MAX_WORKGROUPS_PER_DIMENSION);
+  const copy = dispatch(gpu, {
+    key: 'to-f16',
+    wgsl: () => TO_F16_WGSL,
+    name: 'ToF16',
+    inputs: [t],
+    output: { shape: [pairs] },
+    uniforms: [{ i32: n }, { i32: gx * TO_F16_WORKGROUP }],
+    workgroups: [gx, Math.ceil(groups / gx), 1],
+  });
+  copies.set(t.dataId, copy);
+  return copy;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// The kernel
+
+interface MatmulShape {
+  batch: number;
+  m: number;
+  n: number;
+  k: number;
+  aBatch: number;
+  bBatch: number;
+  outShape: number[];
+}
+
+/** The product's shape, or null where tfjs's kernel should run (broadcasting we do not handle, bad dtypes). */
+function shapeOf(a: tf.TensorInfo, b: tf.TensorInfo, transposeA: boolean, transposeB: boolean): MatmulShape | null {
+  if (a.dtype !== 'float32' || b.dtype !== 'float32' || a.shape.length < 2 || b.shape.length < 2) return null;
+  const ra = a.shape.length;
+  const rb = b.shape.length;
+  const m = transposeA ? a.shape[ra - 1] : a.shape[ra - 2];
+  const k = transposeA ? a.shape[ra - 2] : a.shape[ra - 1];
+  const kb = transposeB ? b.shape[rb - 1] : b.shape[rb - 2];
+  const n = transposeB ? b.shape[rb - 2] : b.shape[rb - 1];
+  if (k !== kb) return null; // tfjs's kernel raises its own error
+  const outerA = a.shape.slice(0, -2);
+  const outerB = b.shape.slice(0, -2);
+  const aBatch = tf.util.sizeFromShape(outerA);
+  const bBatch = tf.util.sizeFromShape(outerB);
+  // Equal batches (same outer shape), or one operand shared by every batch of the other.
+  const same = outerA.length === outerB.length && outerA.every((d, i) => d === outerB[i]);
+  if (!same && aBatch !== 1 && bBatch !== 1) return null;
+  const batch = Math.max(aBatch, bBatch);
+  const outShape = [...tf.broadcast_util.assertAndGetBroadcastShape(outerA, outerB), m, n];
+  if (m * n * k === 0 || batch > MAX_WORKGROUPS_PER_DIMENSION) return null;
+  if (Math.ceil(m / TILE) > MAX_WORKGROUPS_PER_DIMENSION || Math.ceil(n / TILE) > MAX_WORKGROUPS_PER_DIMENSION) return null;
+  return { batch, m, n, k, aBatch, bBatch, outShape };
+}
+
+function kindOf(s: MatmulShape, transposeB: boolean): ProductKind {
+  return s.m <= SKINNY_MAX_ROWS && !transposeB && Math.ceil(s.n / SKINNY_COLS) <= MAX_WORKGROUPS_PER_DIMENSION ? 'skinny' : 'tiled';
+}
+
+function runMatmul(gpu: WebGpuBackend, a: tf.TensorInfo, b: tf.TensorInfo, v: Omit<Variant, 'f16'>, s: MatmulShape, f16: boolean): tf.TensorInfo {
+  const variant: Variant = { ...v, f16 };
+  const skinny = kindOf(s, v.transposeB) === 'skinny';
+  const bInput = f16 ? f16CopyOf(gpu, b) : b;
+  const tag = `${v.transposeA ? 'T' : 'N'}${v.transposeB ? 'T' : 'N'}-${f16 ? 'f16' : 'f32'}`;
+  const uniforms = [{ i32: s.m }, { i32: s.n }, { i32: s.k }, { i32: s.batch }, { i32: s.aBatch === 1 ? 0 : s.m * s.k }, { i32: s.bBatch === 1 ? 0 : s.k * s.n }];
+  matmulStats[skinny ? 'skinny' : 'tiled']++;
+  if (f16) matmulStats.f16++;
+  const out = skinny
+    ? dispatch(gpu, {
+        key: `matmul-skinny-${s.m}-${tag}`,
+        wgsl: () => skinnyWgsl(variant, s.m),
+        name: 'MatMulSkinny',
+        inputs: [a, bInput],
+        output: { shape: s.outShape },
+        uniforms,
+        workgroups: [Math.ceil(s.n / SKINNY_COLS), 1, s.batch],
+      })
+    : dispatch(gpu, {
+        key: `matmul-tiled-${tag}`,
+        wgsl: () => tiledWgsl(variant),
+        name: 'MatMulTiled',
+        inputs: [a, bInput],
+        output: { shape: s.outShape },
+        uniforms,
+        workgroups: [Math.ceil(s.n / TILE), Math.ceil(s.m / TILE), s.batch],
+      });
+  return out;
+}
+
+/** Register our BatchMatMul for webgpu, keeping tfjs's as the fallback (idempotent). */
+export function registerMatmul(): void {
+  const original = tf.getKernel(tf.BatchMatMul, 'webgpu');
+  if (!original || (original.kernelFunc as { ours?: boolean }).ours) return;
+  const fallback = original.kernelFunc;
+  const kernelFunc: tf.KernelFunc = (args) => {
+    const { inputs, backend, attrs } = args;
+    const a = inputs.a as tf.TensorInfo;
+    const b = inputs.b as tf.TensorInfo;
+    const { transposeA, transposeB } = attrs as unknown as { transposeA: boolean; transposeB: boolean };
+    const gpu = asWebGpu(backend);
+    const shape = shapeOf(a, b, transposeA, transposeB);
+    const kernel = shape ? effectiveKernel(gpu.device, kindOf(shape, transposeB)) : 'tfjs';
+    if (!shape || kernel === 'tfjs') {
+      matmulStats.fallback++;
+      return fallback(args);
+    }
+    return runMatmul(gpu, a, b, { transposeA, transposeB }, shape, kernel === 'tiled-f16');
+  };
+  tf.unregisterKernel(tf.BatchMatMul, 'webgpu');
+  tf.registerKernel({ ...original, kernelFunc: Object.assign(kernelFunc, { ours: true }) });
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Calibration: ours against tfjs's, per kind of product, on this device
+
+/** Decode-like product for the skinny kind: one row against a 2048×2048 weight (a small model's projection). */
+const CALIBRATION_SKINNY: [number, number, number] = [1, 2048, 2048];
+/** Square sizes tried for the tiled kind, doubling while one of our products stays under CALIBRATION_TARGET_MS. */
+const CALIBRATION_SQUARES = [256, 512, 1024, 2048];
+const CALIBRATION_TARGET_MS = 20;
+/** Products per timing while one is shorter than CALIBRATION_TARGET_MS (a read-back's latency would dominate it). */
+const CALIBRATION_BATCH = 8;
+/** Timings per kernel after the warm-up (which compiles); the best counts. */
+const CALIBRATION_REPS = 2;
+
+/** Milliseconds per product with `kernel`, best of CALIBRATION_REPS after a warm-up. */
+async function msPerProduct(kernel: MatmulKernel, [m, k, n]: [number, number, number]): Promise<number> {
+  const before = chosen;
+  chosen = kernel;
+  const a = tf.randomNormal([m, k]);
+  const b = tf.randomNormal([k, n]);
+  const timeBatch = async (count: number): Promise<number> => {
+    const t0 = performance.now();
+    const cs = Array.from({ length: count }, () => tf.matMul(a, b));
+    const last = tf.slice(cs[count - 1], [m - 1, n - 1], [1, 1]);
+    await last.data();
+    tf.dispose([...cs, last]);
+    return (performance.now() - t0) / count;
+  };
+  try {
+    await timeBatch(1);
+    const single = await timeBatch(1);
+    const count = single > CALIBRATION_TARGET_MS ? 1 : CALIBRATION_BATCH;
+    let best = single;
+    for (let i = 0; i < CALIBRATION_REPS; i++) best = Math.min(best, await timeBatch(count));
+    return best;
+  } finally {
+    tf.dispose([a, b]);
+    chosen = before;
+  }
+}
+
+let calibration: string | null = null;
+
+/**
+ * Under 'auto', measure ours against tfjs's on the active webgpu backend, per kind, and let 'auto' run the faster
+ * (once per thread: a second or two on a GPU, about ten on lavapipe). Returns what it found, for the backend's
+ * report; with a kernel chosen explicitly it measures nothing.
+ */
+export async function calibrateMatmul(): Promise<string> {
+  if (chosen !== 'auto') return `matmul: ${chosen} (chosen, not measured)`;
+  if (calibration) return calibration;
+  let square = CALIBRATION_SQUARES[0];
+  let oursSquareMs = Infinity;
+  for (const n of CALIBRATION_SQUARES) {
+    square = n;
+    oursSquareMs = await msPerProduct('tiled-f32', [n, n, n]);
+    if (oursSquareMs > CALIBRATION_TARGET_MS) break;
+  }
+  const parts: string[] = [];
+  for (const [kind, shape] of [
+    ['skinny', CALIBRATION_SKINNY],
+    ['tiled', [square, square, square]],
+  ] as [ProductKind, [number, number, number]][]) {
+    const ours = kind === 'tiled' ? oursSquareMs : await msPerProduct('tiled-f32', shape);
+    const theirs = await msPerProduct('tfjs', shape);
+    autoChoice[kind] = ours <= theirs ? 'tiled-f32' : 'tfjs';
+    const gflops = (ms: number) => ((2 * shape[0] * shape[1] * shape[2]) / (ms / 1000) / 1e9).toFixed(1);
+    parts.push(`${kind} ${shape.join('×')}: ${autoChoice[kind] === 'tfjs' ? "tfjs's" : 'ours'} (ours ${gflops(ours)} vs tfjs ${gflops(theirs)} GFLOP/s)`);
+  }
+  calibration = `matmul ${parts.join('; ')}`;
+  return calibration;
+}

@@ -1,0 +1,27 @@
+/**
+ * Our WGSL kernels for tfjs's webgpu backend, installed once per thread by worker/backend.ts after it loads
+ * tfjs-backend-webgpu and before the backend is first initialised:
+ * - the backend's device is created with shader-f16 and subgroups where offered (device.ts);
+ * - BatchMatMul is ours (matmul.ts), tfjs's kept as the fallback; AGENTJET_WEBGPU_MATMUL picks the variant;
+ * - RMSNorm, RoPE and SwiGLU are new kernels (AgentJet*), reached through the ops in rms-norm.ts, rope.ts and
+ *   swiglu.ts (which take tf's composition on other backends).
+ */
+import { registerWebGpuBackendWithFeatures } from './device.ts';
+import { type MatmulKernel, registerMatmul, setMatmulKernel } from './matmul.ts';
+import { registerRmsNorm } from './rms-norm.ts';
+import { registerRope } from './rope.ts';
+import { registerSwiglu } from './swiglu.ts';
+
+let installed = false;
+
+export async function installWebGpuKernels(): Promise<void> {
+  if (installed) return;
+  const env = process.env.AGENTJET_WEBGPU_MATMUL;
+  if (env) setMatmulKernel(env as MatmulKernel); // an unknown name fails the backend's registration, with the reason
+  await registerWebGpuBackendWithFeatures();
+  registerMatmul();
+  registerRmsNorm();
+  registerRope();
+  registerSwiglu();
+  installed = true;
+}

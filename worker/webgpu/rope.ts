@@ -1,0 +1,97 @@
+/**
+ * RoPE, Hugging Face's "rotate half" convention (dims i and i + hd/2 rotate together), as one webgpu kernel:
+ * y = x·cos + rotate_half(x)·sin with rotate_half(x) = concat(−x₂, x₁) and cos/sin tables [T, hd] (worker/model.ts
+ * ropeTables). tf's composition (worker/model.ts applyRope) is a matmul by a ±1 matrix, two broadcasts, two muls
+ * and an add; here each output element reads its pair and its two table entries.
+ *
+ * The gradient is the adjoint rotation, the same kernel with `inverse` set:
+ * dx_i = dy_i·cos_i + dy_{i+h}·sin_{i+h}, dx_{i+h} = dy_{i+h}·cos_{i+h} − dy_i·sin_i (h = hd/2).
+ */
+import * as tf from '@tensorflow/tfjs';
+import { asWebGpu, dispatch, ELEMENTWISE_WORKGROUP, FLAT_INDEX, GRID_BUILTINS, gridFor, ourKernelRuns } from './gpu.ts';
+
+export const ROPE_KERNEL = 'AgentJetRope';
+
+export class RopeShapeError extends Error {
+  override name = 'RopeShapeError';
+}
+
+const WGSL = `struct U { total : i32, hd : i32, heads : i32, t : i32, inverse : i32, pad0 : i32, pad1 : i32, pad2 : i32, };
+@group(0) @binding(0) var<storage, read_write> y : array<f32>;
+@group(0) @binding(1) var<storage, read> x : array<f32>;
+@group(0) @binding(2) var<storage, read> cosT : array<f32>;
+@group(0) @binding(3) var<storage, read> sinT : array<f32>;
+@group(0) @binding(4) var<uniform> u : U;
+
+@compute @workgroup_size(${ELEMENTWISE_WORKGROUP}, 1, 1)
+fn main(${GRID_BUILTINS}) {
+  let i = ${FLAT_INDEX};
+  if (i >= u.total) { return; }
+  let half = u.hd / 2;
+  let d = i % u.hd;
+  let pos = (i / (u.hd * u.heads)) % u.t;
+  let row = pos * u.hd;
+  let first = d < half;
+  let p = select(i - half, i + half, first);  // the pair's element
+  let dp = select(d - half, d + half, first);
+  // forward: the pair enters with −sin_d (first half) or +sin_d; inverse: with +sin_dp or −sin_dp.
+  let s = select(select(sinT[row + d], -sinT[row + d], first), select(-sinT[row + dp], sinT[row + dp], first), u.inverse != 0);
+  y[i] = x[i] * cosT[row + d] + x[p] * s;
+}`;
+
+/** Register the webgpu kernel: inputs {x [..., T, heads, hd], cos [T, hd], sin [T, hd]}, attrs {inverse}. */
+export function registerRope(): void {
+  tf.registerKernel({
+    kernelName: ROPE_KERNEL,
+    backendName: 'webgpu',
+    kernelFunc: ({ inputs, backend, attrs }) => {
+      const x = inputs.x as tf.TensorInfo;
+      const [t, hd] = (inputs.cos as tf.TensorInfo).shape;
+      const heads = x.shape[x.shape.length - 2];
+      const total = tf.util.sizeFromShape(x.shape);
+      return dispatch(asWebGpu(backend), {
+        key: 'rope',
+        wgsl: () => WGSL,
+        name: 'Rope',
+        inputs: [x, inputs.cos as tf.TensorInfo, inputs.sin as tf.TensorInfo],
+        output: { shape: x.shape },
+        uniforms: [{ i32: total }, { i32: hd }, { i32: heads }, { i32: t }, { i32: (attrs as { inverse: boolean }).inverse ? 1 : 0 }],
+        workgroups: gridFor(Math.ceil(total / ELEMENTWISE_WORKGROUP)),
+      });
+    },
+  });
+}
+
+/** rotate_half(x) for x [..., hd]: concat(−x₂, x₁). */
+function rotateHalf(x: tf.Tensor): tf.Tensor {
+  const hd = x.shape[x.shape.length - 1];
+  const [x1, x2] = tf.split(x, [hd / 2, hd / 2], -1);
+  return tf.concat([tf.neg(x2), x1], -1);
+}
+
+/** tf's composition, the reference and the path on other backends: x [..., T, heads, hd], cos/sin [T, hd]. */
+export function applyRopeReference<T extends tf.Tensor>(x: T, cos: tf.Tensor, sin: tf.Tensor): T {
+  const [t, hd] = cos.shape;
+  const c = tf.reshape(cos, [t, 1, hd]);
+  const s = tf.reshape(sin, [t, 1, hd]);
+  return tf.add(tf.mul(x, c), tf.mul(rotateHalf(x), s)) as T;
+}
+
+function checkShapes(x: tf.Tensor, cos: tf.Tensor, sin: tf.Tensor): void {
+  const r = x.rank;
+  const ok = r >= 3 && cos.rank === 2 && sin.rank === 2 && cos.shape.every((d, i) => d === sin.shape[i]) && cos.shape[0] === x.shape[r - 3] && cos.shape[1] === x.shape[r - 1] && x.shape[r - 1] % 2 === 0;
+  if (!ok) throw new RopeShapeError(`RoPE wants x [..., T, heads, hd] (even hd) and cos/sin [T, hd]; got ${x.shape}, ${cos.shape}, ${sin.shape}`);
+}
+
+type CustomGradientFunc = Parameters<typeof tf.customGrad>[0];
+
+/** RoPE with its gradient (for x; the tables are constants): one kernel each way on webgpu. */
+export function applyRope<T extends tf.Tensor>(x: T, cos: tf.Tensor, sin: tf.Tensor): T {
+  checkShapes(x, cos, sin);
+  if (!ourKernelRuns(ROPE_KERNEL)) return applyRopeReference(x, cos, sin);
+  const f = tf.customGrad(((xIn: tf.Tensor) => ({
+    value: tf.engine().runKernel(ROPE_KERNEL, { x: xIn, cos, sin }, { inverse: false }) as tf.Tensor,
+    gradFunc: (dy: tf.Tensor) => [tf.engine().runKernel(ROPE_KERNEL, { x: dy, cos, sin }, { inverse: true }) as tf.Tensor],
+  })) as unknown as CustomGradientFunc);
+  return f(x) as T;
+}

@@ -1,0 +1,78 @@
+/**
+ * SwiGLU's gate, silu(gate) · up (Shazeer 2020), as one webgpu kernel. tf's composition (worker/model.ts mlp) is
+ * sigmoid, two muls and two intermediate [N, I] tensors, I being the widest activation of the model (4864 for
+ * Qwen2.5-0.5B); here one pass reads gate and up once and writes the product.
+ *
+ * The gradient is tf's composition of ds/dg = σ(g)·(1 + g·(1 − σ(g))).
+ */
+import * as tf from '@tensorflow/tfjs';
+import { asWebGpu, dispatch, ELEMENTWISE_WORKGROUP, FLAT_INDEX, GRID_BUILTINS, gridFor, ourKernelRuns } from './gpu.ts';
+
+export const SWIGLU_KERNEL = 'AgentJetSwiglu';
+
+export class SwigluShapeError extends Error {
+  override name = 'SwigluShapeError';
+}
+
+const WGSL = `struct U { total : i32, pad0 : i32, pad1 : i32, pad2 : i32, };
+@group(0) @binding(0) var<storage, read_write> y : array<f32>;
+@group(0) @binding(1) var<storage, read> gate : array<f32>;
+@group(0) @binding(2) var<storage, read> up : array<f32>;
+@group(0) @binding(3) var<uniform> u : U;
+
+@compute @workgroup_size(${ELEMENTWISE_WORKGROUP}, 1, 1)
+fn main(${GRID_BUILTINS}) {
+  let i = ${FLAT_INDEX};
+  if (i >= u.total) { return; }
+  let g = gate[i];
+  // 1 / (1 + e^−g): e^−g overflows to +inf for g < −88, giving 0, the limit.
+  y[i] = g / (1.0 + exp(-g)) * up[i];
+}`;
+
+/** Register the webgpu kernel: inputs {gate, up} of one shape. */
+export function registerSwiglu(): void {
+  tf.registerKernel({
+    kernelName: SWIGLU_KERNEL,
+    backendName: 'webgpu',
+    kernelFunc: ({ inputs, backend }) => {
+      const gate = inputs.gate as tf.TensorInfo;
+      const total = tf.util.sizeFromShape(gate.shape);
+      return dispatch(asWebGpu(backend), {
+        key: 'swiglu',
+        wgsl: () => WGSL,
+        name: 'Swiglu',
+        inputs: [gate, inputs.up as tf.TensorInfo],
+        output: { shape: gate.shape },
+        uniforms: [{ i32: total }],
+        workgroups: gridFor(Math.ceil(total / ELEMENTWISE_WORKGROUP)),
+      });
+    },
+  });
+}
+
+/** tf's composition, the reference and the path on other backends (as worker/model.ts mlp). */
+export function swigluReference<T extends tf.Tensor>(gate: T, up: T): T {
+  return tf.mul(tf.mul(gate, tf.sigmoid(gate)), up) as T;
+}
+
+type CustomGradientFunc = Parameters<typeof tf.customGrad>[0];
+
+/** silu(gate) · up with its gradient; one kernel forward on webgpu. */
+export function swiglu<T extends tf.Tensor>(gate: T, up: T): T {
+  if (!tf.util.arraysEqual(gate.shape, up.shape)) throw new SwigluShapeError(`gate ${gate.shape} and up ${up.shape} differ`);
+  if (!ourKernelRuns(SWIGLU_KERNEL)) return swigluReference(gate, up);
+  const f = tf.customGrad(((g: tf.Tensor, u: tf.Tensor, save: tf.GradSaveFunc) => {
+    save([g, u]);
+    return {
+      value: tf.engine().runKernel(SWIGLU_KERNEL, { gate: g, up: u }) as tf.Tensor,
+      gradFunc: (dy: tf.Tensor, saved: tf.Tensor[]) => {
+        const [gs, us] = saved;
+        const s = tf.sigmoid(gs);
+        const silu = tf.mul(gs, s);
+        const dSilu = tf.mul(s, tf.add(1, tf.mul(gs, tf.sub(1, s))));
+        return [tf.mul(tf.mul(dy, us), dSilu), tf.mul(dy, silu)];
+      },
+    };
+  }) as unknown as CustomGradientFunc);
+  return f(gate, up) as T;
+}

@@ -1,0 +1,60 @@
+/**
+ * Tree training on WebGPU (Dawn; Mesa's lavapipe where there is no GPU): the device path takes the batched
+ * attention op with the full ancestor mask, and tfjs's own gather gradient, yet gives the loss and gradients of
+ * the same samples as padded rows. Skips only where no adapter exists (testing/gpu.ts).
+ */
+import { describe, expect, it } from 'vitest';
+import * as tf from '@tensorflow/tfjs';
+import { readsSyncOnActiveBackend, selectBackend } from '../backend.ts';
+import type { TrainOptions, TrainSample } from '../common/engine.ts';
+import { initWeights, toParams } from '../model.ts';
+import { AdamW } from '../optimizer.ts';
+import { readAllFloats } from '../read.ts';
+import { tinyByteConfig } from '../testing/configs.ts';
+import { batchGradients, DEFAULT_TRAIN_OPTIONS } from '../train.ts';
+import { webgpuSkipReason } from './testing/gpu.ts';
+
+const skipReason = await webgpuSkipReason();
+const cfg = tinyByteConfig({ max_position_embeddings: 128 });
+const text = (n: number, seed: number) => Array.from({ length: n }, (_, i) => 1 + ((i * 37 + seed * 101) % 250));
+
+/** A shared 30-token prompt, then branches: one inside the other's generated turn, one repeating it, one apart. */
+function samples(): TrainSample[] {
+  const prompt = text(30, 1);
+  const make = (generated: number[], advantage: number, head = prompt): TrainSample => {
+    const tokens = [...head, ...generated];
+    const lossMask = tokens.map((_, i) => (i >= head.length ? 1 : 0));
+    return { tokens, lossMask, advantages: lossMask.map((m) => m * advantage), oldLogprobs: lossMask.map((m, i) => (m ? -5.5 + (i % 5) * 0.1 : 0)) };
+  };
+  return [make(text(12, 2), 1), make([...text(12, 2).slice(0, 4), ...text(8, 3)], -0.6), make(text(12, 2), -0.3), make(text(10, 4), 0.5, text(20, 5))];
+}
+
+async function lossAndGradients(packing: 'tree' | 'rows'): Promise<{ loss: number; grads: Float32Array[] }> {
+  const params = toParams(initWeights(cfg, 4), true);
+  const trainable = Object.values(params) as tf.Variable[];
+  try {
+    const opts: TrainOptions = { ...DEFAULT_TRAIN_OPTIONS, normalization: 'token-sum', lossDivisor: 1, packing };
+    const out = batchGradients({ cfg, params, lora: null, trainable, optimizer: new AdamW(trainable), reference: null }, samples(), opts);
+    const values = await readAllFloats([...out.scalars, ...out.grads]);
+    tf.dispose([...out.scalars, ...out.grads]);
+    // Per micro-batch the scalars are [loss, entropy sum, clipped count].
+    const loss = values.slice(0, out.scalars.length).reduce((sum, v, i) => (i % 3 === 0 ? sum + v[0] : sum), 0);
+    return { loss, grads: values.slice(out.scalars.length) };
+  } finally {
+    tf.dispose(trainable);
+  }
+}
+
+describe.skipIf(skipReason !== null)(`tree training on WebGPU${skipReason ? ` (skipped: ${skipReason})` : ''}`, () => {
+  it('gives the loss and gradients of padded rows', async () => {
+    await selectBackend('webgpu', { syncReads: false }); // a failed self-check fails here
+    expect(readsSyncOnActiveBackend()).toBe(false); // the device path, not the host loop
+    const [tree, rows] = [await lossAndGradients('tree'), await lossAndGradients('rows')];
+    expect(Math.abs(rows.loss)).toBeGreaterThan(1e-3);
+    expect(Math.abs(tree.loss - rows.loss) / Math.abs(rows.loss)).toBeLessThan(1e-4);
+    let diff = 0;
+    let norm = 0;
+    tree.grads.forEach((g, i) => g.forEach((x, j) => ((diff += (x - rows.grads[i][j]) ** 2), (norm += rows.grads[i][j] ** 2))));
+    expect(Math.sqrt(diff / norm)).toBeLessThan(1e-4);
+  });
+});
