@@ -4,13 +4,17 @@
  * one sample per call (naive), the merged timelines as padded rows (merged), and the merged timelines of the whole
  * batch as one prefix tree (tree: a group's shared context computed once) — with the real trainer engine.
  *
- *   npm run bench -- merge [--json] [--scale S] [--driver gateway|tracker] [--turns N] [--group N]
+ *   npm run bench -- merge [--json] [--scale S] [--driver gateway|tracker] [--turns N] [--group N] [--micro-batch-tokens N]
  *
  * Two tables: single episodes (one per workload), and GRPO groups — `--group` repeats (default 8) of one task run
  * together, sharing an AppWorld-like context of system prompt + API documentation (4,000 tokens at scale 1: the
  * AppWorld agent's prompt carries the documentation of the apps' APIs) and then acting and observing on their own.
  * The group table also reports the share of prompt tokens the rollouts took from the prefix cache, and checks in
  * the same run that the tree's loss and gradients equal one sample per call (each through its own forward).
+ *
+ * A tree shares a prefix only within a micro-batch (`--micro-batch-tokens`, default the loop's 4,096): once a
+ * group's timelines are long against the budget, each micro-batch holds one or two and the tree saves little over
+ * the merged rows. The budget bounds activation memory; this bench's model needs little per token.
  *
  * Workloads: 5, 25 and 50 turns; 25 turns is AppWorld-like (≈1,000 prompt tokens of system + task, ≈150-token
  * observations, ≈60-token actions). `--scale` multiplies every token size (default 0.1 so that the naive step
@@ -74,7 +78,7 @@ const GROUP_PROMPT_TOKENS = 4000;
 const DEFAULT_GROUP_SIZE = 8;
 
 /** The loop's defaults (swarm/node/training/config.ts), with a tiny learning rate: the step is timed, not used. */
-const TRAIN: Partial<TrainOptions> = {
+const TRAIN: Partial<TrainOptions> & { microBatchTokens: number } = {
   loss: 'ppo',
   normalization: 'token-sum',
   clipLow: 0.2,
@@ -208,6 +212,9 @@ export default async function merge(ctx: BenchContext): Promise<Record<string, u
   const onlyTurns = argValue(ctx.args, '--turns');
   const driver = (argValue(ctx.args, '--driver') ?? 'gateway') as Driver;
   const groupSize = Number(argValue(ctx.args, '--group') ?? DEFAULT_GROUP_SIZE);
+  const microBatchTokens = Number(argValue(ctx.args, '--micro-batch-tokens') ?? TRAIN.microBatchTokens);
+  if (!Number.isInteger(microBatchTokens) || microBatchTokens < 64) throw new Error('--micro-batch-tokens must be an integer ≥ 64');
+  TRAIN.microBatchTokens = microBatchTokens;
   if (!(scale > 0) || !['gateway', 'tracker'].includes(driver) || !Number.isInteger(groupSize) || groupSize < 2)
     throw new Error('usage: merge [--scale S>0] [--driver gateway|tracker] [--turns N] [--group N≥2]');
   const chosen = WORKLOADS.filter((w) => onlyTurns === undefined || w.turns === Number(onlyTurns));
@@ -344,7 +351,7 @@ export default async function merge(ctx: BenchContext): Promise<Record<string, u
   );
   process.stdout.write(formatTable(groupRows) + '\n\n');
   if (exactness) process.stdout.write('exactness (token-sum PPO loss; gradients of every parameter)\n' + formatTable([exactness]) + '\n');
-  return { workloads: rows, groups: groupRows, exactness, backend, driver, scale, groupSize, groupPromptTokens: Math.round(GROUP_PROMPT_TOKENS * scale), model: MODEL_LABEL };
+  return { workloads: rows, groups: groupRows, exactness, backend, driver, scale, groupSize, microBatchTokens, groupPromptTokens: Math.round(GROUP_PROMPT_TOKENS * scale), model: MODEL_LABEL };
 }
 
 function round(x: number): number {
