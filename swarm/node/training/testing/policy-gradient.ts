@@ -19,6 +19,11 @@ import { batchGradients, DEFAULT_TRAIN_OPTIONS } from '../../../../worker/train.
 
 export interface LossAndGradients {
   loss: number;
+  /**
+   * Σ |each sample's loss| (where measured per sample): the scale a float32 sum's rounding error goes with, since
+   * samples with advantages of both signs cancel in `loss`.
+   */
+  lossMagnitude?: number;
   /** Gradient of `loss` per parameter, by Hugging Face name, flattened (trainer's internal layout). */
   gradients: Record<string, Float32Array>;
 }
@@ -30,6 +35,7 @@ export async function tokenSumLossAndGradients(cfg: DecoderConfig, weights: Name
   const gradients: Record<string, Float32Array> = {};
   for (const { name, variable } of entries) gradients[name] = new Float32Array(variable.size);
   let loss = 0;
+  let lossMagnitude = 0;
   try {
     // One sample at a time, summed on the host: the loss is a sum over samples, and one tape per sample keeps
     // memory to one forward however many calls a group has.
@@ -51,10 +57,11 @@ export async function tokenSumLossAndGradients(cfg: DecoderConfig, weights: Name
         values[i].forEach((x, j) => (sum[j] += x));
       });
       loss += lossValue[0];
+      lossMagnitude += Math.abs(lossValue[0]);
       value.dispose();
       tf.dispose(Object.values(grads));
     }
-    return { loss, gradients };
+    return { loss, lossMagnitude, gradients };
   } finally {
     tf.dispose(variables);
   }
