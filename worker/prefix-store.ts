@@ -6,6 +6,7 @@
  * Every stored cache was computed by the weights of the moment: the owner clears the store whenever they change.
  */
 import type { HostKvCache } from './kv-cache.ts';
+import { commonPrefix, compareTokens } from './prefix-tree.ts';
 
 /** Shorter common prefixes are recomputed: copying the cache would save little. */
 export const MIN_REUSED_TOKENS = 16;
@@ -99,17 +100,4 @@ export function sharedPrefixGroups(prompts: readonly (readonly number[])[]): { m
     }
   }
   return groups;
-}
-
-function compareTokens(a: readonly number[], b: readonly number[]): number {
-  const n = Math.min(a.length, b.length);
-  for (let i = 0; i < n; i++) if (a[i] !== b[i]) return a[i] - b[i];
-  return a.length - b.length;
-}
-
-function commonPrefix(a: readonly number[], b: readonly number[]): number {
-  const n = Math.min(a.length, b.length);
-  let i = 0;
-  while (i < n && a[i] === b[i]) i++;
-  return i;
 }

@@ -138,14 +138,15 @@ export function ancestorRanges(layout: TreeLayout, i: number): PositionRange[] {
 }
 
 /** Length of the longest common prefix of two token lists. */
-function commonPrefix(a: readonly number[], b: readonly number[]): number {
+export function commonPrefix(a: readonly number[], b: readonly number[]): number {
   const n = Math.min(a.length, b.length);
   let i = 0;
   while (i < n && a[i] === b[i]) i++;
   return i;
 }
 
-function compareTokens(a: readonly number[], b: readonly number[]): number {
+/** Lexicographic order of token lists (a prefix first): the order of a trie's depth-first walk. */
+export function compareTokens(a: readonly number[], b: readonly number[]): number {
   const n = Math.min(a.length, b.length);
   for (let i = 0; i < n; i++) if (a[i] !== b[i]) return a[i] - b[i];
   return a.length - b.length;
