@@ -4,12 +4,13 @@
  * repeat each other with other advantages, and on a batch of one timeline (where the tree is that timeline).
  */
 import { beforeAll, describe, expect, it } from 'vitest';
-import * as tf from '@tensorflow/tfjs';
+import type * as tf from '@tensorflow/tfjs';
 import { selectBackend } from './backend.ts';
 import type { DecoderConfig, TrainOptions, TrainSample } from './common/engine.ts';
 import { initWeights, seededRandom, toParams } from './model.ts';
 import { AdamW } from './optimizer.ts';
 import { buildPrefixTree, packTreeMicroBatches, treeTokenCount } from './prefix-tree.ts';
+import { readBatchGradients, type ReadBatchGradients } from './testing/batch-gradients.ts';
 import { tinyByteConfig } from './testing/configs.ts';
 import { batchGradients, DEFAULT_TRAIN_OPTIONS, type TrainState } from './train.ts';
 
@@ -60,28 +61,8 @@ function state(): TrainState {
   return { cfg, params, lora: null, trainable, optimizer: new AdamW(trainable), reference: null };
 }
 
-interface Outcome {
-  loss: number;
-  entropy: number;
-  grads: Float32Array[];
-  computedTokens: number;
-  microBatches: number;
-}
-
-function gradientsOf(s: TrainState, samples: TrainSample[], over: Partial<TrainOptions>): Outcome {
-  const opts: TrainOptions = { ...DEFAULT_TRAIN_OPTIONS, normalization: 'token-sum', lossDivisor: 1, ...over };
-  const out = batchGradients(s, samples, opts);
-  const values = out.scalars.map((x) => x.dataSync()[0]);
-  const perBatch = 2 + (opts.loss === 'ppo' ? 1 : 0) + (opts.loss === 'ppo' && opts.klCoef > 0 && s.reference ? 1 : 0);
-  let loss = 0;
-  let entropy = 0;
-  for (let i = 0; i < values.length; i += perBatch) {
-    loss += values[i];
-    entropy += values[i + 1];
-  }
-  const grads = out.grads.map((g) => g.dataSync().slice() as Float32Array);
-  tf.dispose([...out.grads, ...out.scalars]);
-  return { loss, entropy, grads, computedTokens: out.computedTokens, microBatches: out.microBatches };
+function gradientsOf(s: TrainState, samples: TrainSample[], over: Partial<TrainOptions>): Promise<ReadBatchGradients> {
+  return readBatchGradients(batchGradients(s, samples, { ...DEFAULT_TRAIN_OPTIONS, normalization: 'token-sum', lossDivisor: 1, ...over }));
 }
 
 function relativeError(a: Float32Array[], b: Float32Array[]): number {
@@ -91,7 +72,7 @@ function relativeError(a: Float32Array[], b: Float32Array[]): number {
   return Math.sqrt(diff / norm);
 }
 
-function expectSame(tree: Outcome, rows: Outcome): void {
+function expectSame(tree: ReadBatchGradients, rows: ReadBatchGradients): void {
   expect(Math.abs(rows.loss)).toBeGreaterThan(1e-3); // a real loss, a real gradient: not a vacuous match
   expect(Math.abs(tree.loss - rows.loss) / Math.abs(rows.loss)).toBeLessThanOrEqual(TOLERANCE);
   expect(Math.abs(tree.entropy - rows.entropy) / Math.abs(rows.entropy)).toBeLessThanOrEqual(TOLERANCE);
@@ -109,45 +90,45 @@ describe('tree packing (prefix tree over a micro-batch)', () => {
     expect(tree.entryTarget.length).toBe(group.reduce((a, s) => a + s.lossMask.reduce((x, m) => x + m, 0), 0));
   });
 
-  it('gives the loss and gradients of padded rows (PPO, token-sum)', () => {
+  it('gives the loss and gradients of padded rows (PPO, token-sum)', async () => {
     const s = state();
-    const rows = gradientsOf(s, group, { packing: 'rows' });
-    const tree = gradientsOf(s, group, { packing: 'tree' });
+    const rows = await gradientsOf(s, group, { packing: 'rows' });
+    const tree = await gradientsOf(s, group, { packing: 'tree' });
     expectSame(tree, rows);
     expect(tree.computedTokens).toBeLessThan(rows.computedTokens);
   });
 
-  it('stays exact with token-mean normalisation, a KL term and an entropy bonus', () => {
+  it('stays exact with token-mean normalisation, a KL term and an entropy bonus', async () => {
     const s = state();
     s.reference = toParams(initWeights(cfg, 8)); // another model's weights: the KL term is far from zero
     const over = { normalization: 'token-mean', klCoef: 0.1, entropyCoef: 0.01 } as const;
-    expectSame(gradientsOf(s, group, { ...over, packing: 'tree' }), gradientsOf(s, group, { ...over, packing: 'rows' }));
+    expectSame(await gradientsOf(s, group, { ...over, packing: 'tree' }), await gradientsOf(s, group, { ...over, packing: 'rows' }));
   });
 
-  it('splits at subtree boundaries under a small token budget and stays exact', () => {
+  it('splits at subtree boundaries under a small token budget and stays exact', async () => {
     const s = state();
     const budget = 120;
     const batches = packTreeMicroBatches(group, budget);
     expect(batches.length).toBeGreaterThan(1);
     for (const b of batches) expect(b.length === 1 || treeTokenCount(b) <= budget).toBe(true);
-    const tree = gradientsOf(s, group, { packing: 'tree', microBatchTokens: budget });
+    const tree = await gradientsOf(s, group, { packing: 'tree', microBatchTokens: budget });
     expect(tree.microBatches).toBe(batches.length);
-    expectSame(tree, gradientsOf(s, group, { packing: 'rows' }));
+    expectSame(tree, await gradientsOf(s, group, { packing: 'rows' }));
   });
 
-  it('of a single timeline is that timeline (the tree degenerates to the rows path)', () => {
+  it('of a single timeline is that timeline (the tree degenerates to the rows path)', async () => {
     const s = state();
     const one = [group[0]];
-    const tree = gradientsOf(s, one, { packing: 'tree' });
+    const tree = await gradientsOf(s, one, { packing: 'tree' });
     expect(tree.computedTokens).toBe(one[0].tokens.length);
-    expectSame(tree, gradientsOf(s, one, { packing: 'rows' }));
+    expectSame(tree, await gradientsOf(s, one, { packing: 'rows' }));
   });
 
-  it('keeps a branch\'s own advantage (the check can fail)', () => {
+  it('keeps a branch\'s own advantage (the check can fail)', async () => {
     const s = state();
-    const rows = gradientsOf(s, group, { packing: 'rows' });
+    const rows = await gradientsOf(s, group, { packing: 'rows' });
     // The repeated sample with the first one's advantage: the tokens are the same, the loss is not.
     const swapped = group.map((x, i) => (i === 3 ? { ...x, advantages: group[0].advantages } : x));
-    expect(relativeError(gradientsOf(s, swapped, { packing: 'tree' }).grads, rows.grads)).toBeGreaterThan(TOLERANCE);
+    expect(relativeError((await gradientsOf(s, swapped, { packing: 'tree' })).grads, rows.grads)).toBeGreaterThan(TOLERANCE);
   });
 });

@@ -202,12 +202,32 @@ function importanceCap(opts: TrainOptions): number {
   return cap;
 }
 
+export interface ScalarLayout {
+  clipped: boolean;
+  kl: boolean;
+}
+
+/** The batch's sums of the micro-batches' scalars, read back in order: [loss, entropy sum, (clipped), (k3)] each. */
+export function sumMicroBatchScalars(values: ArrayLike<number>, layout: ScalarLayout): { loss: number; entropy: number; clipped: number; kl: number } {
+  const per = 2 + (layout.clipped ? 1 : 0) + (layout.kl ? 1 : 0);
+  const sums = { loss: 0, entropy: 0, clipped: 0, kl: 0 };
+  for (let i = 0; i + per <= values.length; i += per) {
+    sums.loss += values[i];
+    sums.entropy += values[i + 1];
+    if (layout.clipped) sums.clipped += values[i + 2];
+    if (layout.kl) sums.kl += values[i + 3];
+  }
+  return sums;
+}
+
 /** The summed gradient of a batch's loss (before clipping), with the per-micro-batch statistics still on the device. */
 export interface BatchGradients {
   /** One per trainable variable, in `state.trainable` order. */
   grads: tf.Tensor[];
   /** Per micro-batch: [loss, entropy sum, (clipped count), (k3 sum)] as scalars. */
   scalars: tf.Tensor[];
+  /** What each micro-batch's scalars hold beyond loss and entropy: the clipped count (policy losses), the k3 sum. */
+  scalarLayout: ScalarLayout;
   microBatches: number;
   computedTokens: number;
 }
@@ -279,7 +299,7 @@ export function batchGradients(state: TrainState, samples: TrainSample[], opts: 
     }
     scalars.push(value, ...stats);
   }
-  return { grads: accumulated!, scalars, microBatches: microBatches.length, computedTokens: microBatches.reduce((a, b) => a + b.computedTokens, 0) };
+  return { grads: accumulated!, scalars, scalarLayout: { clipped: opts.loss !== 'sft', kl: useKl }, microBatches: microBatches.length, computedTokens: microBatches.reduce((a, b) => a + b.computedTokens, 0) };
 }
 
 /**
@@ -288,11 +308,10 @@ export function batchGradients(state: TrainState, samples: TrainSample[], opts: 
  */
 export async function trainStep(state: TrainState, samples: TrainSample[], opts: TrainOptions, policyVersionAfter: number): Promise<TrainMetrics> {
   const started = performance.now();
-  const useKl = usesKl(state, opts);
   const trainedTokens = samples.reduce((a, s) => a + s.lossMask.reduce((x, m) => x + (m ? 1 : 0), 0), 0);
   const totalTokens = samples.reduce((a, s) => a + s.tokens.length, 0);
   const lr = learningRateAt(opts.learningRate, state.optimizer.stepCount, opts.schedule ?? { kind: 'constant' });
-  const { grads, scalars, microBatches, computedTokens } = batchGradients(state, samples, opts);
+  const { grads, scalars, scalarLayout, microBatches, computedTokens } = batchGradients(state, samples, opts);
 
   // Clip by global norm, then step. Where reads are asynchronous the clip scale stays on the device.
   let gradNorm = 0;
@@ -310,18 +329,7 @@ export async function trainStep(state: TrainState, samples: TrainSample[], opts:
 
   const values = await readScalars(scalars);
   if (!readsSyncOnActiveBackend()) gradNorm = Math.sqrt(values.pop()!);
-  const policy = opts.loss !== 'sft';
-  const perBatch = 2 + (policy ? 1 : 0) + (useKl ? 1 : 0);
-  let loss = 0;
-  let clipped = 0;
-  let kl = 0;
-  let ent = 0;
-  for (let i = 0; i < values.length; i += perBatch) {
-    loss += values[i];
-    ent += values[i + 1];
-    if (policy) clipped += values[i + 2];
-    if (useKl) kl += values[i + 3];
-  }
+  const { loss, entropy: ent, clipped, kl } = sumMicroBatchScalars(values, scalarLayout);
 
   const perToken = (x: number) => (trainedTokens > 0 ? x / trainedTokens : 0);
   return {

@@ -9,7 +9,7 @@ import { readsSyncOnActiveBackend, selectBackend } from '../backend.ts';
 import type { TrainOptions, TrainSample } from '../common/engine.ts';
 import { initWeights, toParams } from '../model.ts';
 import { AdamW } from '../optimizer.ts';
-import { readAllFloats } from '../read.ts';
+import { readBatchGradients } from '../testing/batch-gradients.ts';
 import { tinyByteConfig } from '../testing/configs.ts';
 import { batchGradients, DEFAULT_TRAIN_OPTIONS } from '../train.ts';
 import { webgpuSkipReason } from './testing/gpu.ts';
@@ -34,12 +34,8 @@ async function lossAndGradients(packing: 'tree' | 'rows'): Promise<{ loss: numbe
   const trainable = Object.values(params) as tf.Variable[];
   try {
     const opts: TrainOptions = { ...DEFAULT_TRAIN_OPTIONS, normalization: 'token-sum', lossDivisor: 1, packing };
-    const out = batchGradients({ cfg, params, lora: null, trainable, optimizer: new AdamW(trainable), reference: null }, samples(), opts);
-    const values = await readAllFloats([...out.scalars, ...out.grads]);
-    tf.dispose([...out.scalars, ...out.grads]);
-    // Per micro-batch the scalars are [loss, entropy sum, clipped count].
-    const loss = values.slice(0, out.scalars.length).reduce((sum, v, i) => (i % 3 === 0 ? sum + v[0] : sum), 0);
-    return { loss, grads: values.slice(out.scalars.length) };
+    const { loss, grads } = await readBatchGradients(batchGradients({ cfg, params, lora: null, trainable, optimizer: new AdamW(trainable), reference: null }, samples(), opts));
+    return { loss, grads };
   } finally {
     tf.dispose(trainable);
   }

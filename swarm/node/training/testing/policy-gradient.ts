@@ -15,6 +15,7 @@ import type { TrainPacking } from '../../../../worker/common/engine.ts';
 import { forward, fuseWeights, targetLogprobs, toParams } from '../../../../worker/model.ts';
 import { AdamW } from '../../../../worker/optimizer.ts';
 import { readAllFloats } from '../../../../worker/read.ts';
+import { readBatchGradients } from '../../../../worker/testing/batch-gradients.ts';
 import { batchGradients, DEFAULT_TRAIN_OPTIONS } from '../../../../worker/train.ts';
 
 export interface LossAndGradients {
@@ -78,14 +79,10 @@ export async function engineLossAndGradients(cfg: DecoderConfig, weights: NamedT
   try {
     const state = { cfg, params, lora: null, trainable, optimizer: new AdamW(trainable), reference: null };
     const opts = { ...DEFAULT_TRAIN_OPTIONS, normalization: 'token-sum', lossDivisor: 1, clipLow: clip.low, clipHigh: clip.high, packing, microBatchTokens } as const;
-    const out = batchGradients(state, [...samples], opts);
-    // Per micro-batch the scalars are [loss, entropy sum, clipped count]: the loss is every third.
-    const values = await readAllFloats([...out.scalars, ...out.grads]);
-    const loss = values.slice(0, out.scalars.length).reduce((sum, v, i) => (i % 3 === 0 ? sum + v[0] : sum), 0);
+    const out = await readBatchGradients(batchGradients(state, [...samples], opts));
     const gradients: Record<string, Float32Array> = {};
-    names.forEach((name, i) => (gradients[name] = values[out.scalars.length + i]));
-    tf.dispose([...out.scalars, ...out.grads]);
-    return { loss, gradients, computedTokens: out.computedTokens };
+    names.forEach((name, i) => (gradients[name] = out.grads[i]));
+    return { loss: out.loss, gradients, computedTokens: out.computedTokens };
   } finally {
     tf.dispose(trainable);
   }
