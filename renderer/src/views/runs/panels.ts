@@ -247,14 +247,19 @@ export function buildPanels(sources: readonly PanelSource[]): PanelSpec[] {
   const kl = byColumn.get('kl')!;
   if (anySteps && sources.every((s) => configValue(s.config, 'train.klCoef') === 0)) kl.off = 'KL penalty off (klCoef 0)';
 
+  /** Two series per run in the run's colour, the second dashed (panels that show two measures of one thing). */
+  type Measure = { key: string; label: string; column: keyof Omit<StepColumns, 'x'> };
+  const solidAndDashed = (solid: Measure, dashed: Measure): ChartSeries[] =>
+    sources.flatMap((source, i) => [
+      { key: `${source.key}:${solid.key}`, label: name(source, solid.label), x: columns[i].x, y: columns[i][solid.column], colour: source.colour },
+      { key: `${source.key}:${dashed.key}`, label: name(source, dashed.label), x: columns[i].x, y: columns[i][dashed.column], colour: source.colour, dashed: true },
+    ]);
+
   const tokens = spec(
     'tokens-per-s',
     'Tokens / s (update, rollout dashed)',
     'compact',
-    sources.flatMap((source, i) => [
-      { key: `${source.key}:update`, label: name(source, 'update'), x: columns[i].x, y: columns[i].updateTokensPerS, colour: source.colour },
-      { key: `${source.key}:rollout`, label: name(source, 'rollout'), x: columns[i].x, y: columns[i].rolloutTokensPerS, colour: source.colour, dashed: true },
-    ]),
+    solidAndDashed({ key: 'update', label: 'update', column: 'updateTokensPerS' }, { key: 'rollout', label: 'rollout', column: 'rolloutTokensPerS' }),
     'No step reports its time',
   );
 
@@ -262,10 +267,7 @@ export function buildPanels(sources: readonly PanelSource[]): PanelSpec[] {
     'policy-lag',
     'Policy lag (versions: mean, max dashed)',
     'number',
-    sources.flatMap((source, i) => [
-      { key: `${source.key}:lag`, label: name(source, 'mean'), x: columns[i].x, y: columns[i].policyLag, colour: source.colour },
-      { key: `${source.key}:lag-max`, label: name(source, 'max'), x: columns[i].x, y: columns[i].policyLagMax, colour: source.colour, dashed: true },
-    ]),
+    solidAndDashed({ key: 'lag', label: 'mean', column: 'policyLag' }, { key: 'lag-max', label: 'max', column: 'policyLagMax' }),
     'No step reports policy lag',
   );
 
