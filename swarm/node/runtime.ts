@@ -226,6 +226,8 @@ export class PeerRuntime {
                 serving,
                 clientScripts: () => runner.list().map((client) => client.name),
                 trainsLocally: (model) => training.trainsLocally(model),
+                // The settings in force when the loop exists (a live change), else those the peer started with.
+                asynchronous: (model) => (training.loops.get(model)?.settings.staleness ?? trainingConfigOf(model).staleness) > 0,
               },
               settings,
             );

@@ -6,7 +6,7 @@ import { access, readFile } from 'node:fs/promises';
 import { basename, join } from 'node:path';
 import { BUILTIN_SEED, builtinCheckpointDir, builtinConfig } from '../builtin.ts';
 import { loraFromPeftConfig } from '../checkpoint/peft-config.ts';
-import type { ModelSource, NamedTensors } from '../common/engine.ts';
+import type { DecoderConfig, ModelSource, NamedTensors } from '../common/engine.ts';
 import type { EngineOptions } from '../common/protocol.ts';
 import { type CheckpointWriter, createEngineFromWeights, type EngineInit, type LocalEngine } from '../engine.ts';
 import { initWeights } from '../model.ts';
@@ -47,10 +47,10 @@ function writerFor(source: ModelSource): CheckpointWriter {
   };
 }
 
-export async function loadEngineInit(options: EngineOptions): Promise<EngineInit> {
-  const { source } = options;
+/** A source's name, config and weights, as an engine starts from them (also a LoRA run's frozen base). */
+export async function readSourceWeights(source: ModelSource): Promise<{ name: string; config: DecoderConfig; weights: NamedTensors }> {
   let name: string;
-  let config;
+  let config: DecoderConfig;
   let weights: NamedTensors;
   if (source.kind === 'builtin') {
     name = `builtin:${source.name}`;
@@ -65,6 +65,12 @@ export async function loadEngineInit(options: EngineOptions): Promise<EngineInit
     name = basename(source.path);
     ({ config, tensors: weights } = await readModelFolder(source.path));
   }
+  return { name, config, weights };
+}
+
+export async function loadEngineInit(options: EngineOptions): Promise<EngineInit> {
+  const { source } = options;
+  const { name, config, weights } = await readSourceWeights(source);
   let lora = options.lora ?? null;
   let adapter: NamedTensors | null = null;
   if (options.adapterPath) {

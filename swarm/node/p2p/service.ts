@@ -5,7 +5,8 @@
  * and adds its control routes:
  *   GET /api/peers                          the live swarm: this peer and every peer heard from
  *   GET /api/peers/:peerId/episodes/:id     one finished episode's merge-view export, fetched from that peer
- *   GET /api/p2p/weights                    weights published here and fetched (verified) from peers
+ *   GET /api/p2p/weights                    weights published here and fetched (verified) from peers, each fetched
+ *                                           one `loaded` or `refused: { code, reason }` (weights-blob.ts)
  */
 import { createSwarmNode, type PresenceContent, type SwarmNode } from '../../../p2p/index.ts';
 import type { PeersResponse, SwarmPeer } from '../../common/api.ts';
@@ -28,6 +29,8 @@ export interface P2pDeps {
   clientScripts(): string[];
   /** Whether this peer trains the model itself (a mirror then never loads fetched weights over its own). */
   trainsLocally(model: string): boolean;
+  /** Whether the model trains asynchronously (staleness ≥ 1): a serving replica then swaps weights without draining. */
+  asynchronous?(model: string): boolean;
 }
 
 export interface P2pService extends ServiceHandle {
@@ -94,6 +97,7 @@ async function serveOnNode(ctx: PeerContext, deps: P2pDeps, settings: ResolvedP2
     dir: ctx.paths.p2p,
     mirror: settings.mirror,
     trainsLocally: (model) => deps.trainsLocally(model),
+    asynchronous: (model) => deps.asynchronous?.(model) ?? false,
     log,
   });
 
