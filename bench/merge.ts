@@ -12,9 +12,11 @@
  * The group table also reports the share of prompt tokens the rollouts took from the prefix cache, and checks in
  * the same run that the tree's loss and gradients equal one sample per call (each through its own forward).
  *
- * A tree shares a prefix only within a micro-batch (`--micro-batch-tokens`, default the loop's 4,096): once a
- * group's timelines are long against the budget, each micro-batch holds one or two and the tree saves little over
- * the merged rows. The budget bounds activation memory; this bench's model needs little per token.
+ * A micro-batch (`--micro-batch-tokens`, default the loop's 4,096) shares its own prefixes in its tree; once a
+ * group's timelines are long against the budget each micro-batch holds one or two, and the opening they all share
+ * is a trunk (worker/prefix-tree.ts planTreeRuns), computed once per step: `tree_tokens` (what the step computed)
+ * counts it once, `trunk_tokens` is its size. The budget bounds activation memory; this bench's model needs little
+ * per token.
  *
  * Workloads: 5, 25 and 50 turns; 25 turns is AppWorld-like (≈1,000 prompt tokens of system + task, ≈150-token
  * observations, ≈60-token actions). `--scale` multiplies every token size (default 0.1 so that the naive step
@@ -31,7 +33,7 @@ import { join } from 'node:path';
 import type { DecoderConfig, TrainOptions, TrainSample } from '../worker/common/engine.ts';
 import { createEngineFromWeights, type LocalEngine } from '../worker/engine.ts';
 import { initWeights } from '../worker/model.ts';
-import { treeTokenCount } from '../worker/prefix-tree.ts';
+import { planTreeRuns, treeTokenCount } from '../worker/prefix-tree.ts';
 import type { ChatMessage } from '../worker/tokenizer/types.ts';
 import { toMergeCalls } from '../swarm/common/timeline/call.ts';
 import { mergeTimelines, type MergeCall } from '../swarm/common/timeline/merge.ts';
@@ -310,6 +312,7 @@ export default async function merge(ctx: BenchContext): Promise<Record<string, u
       naive_tokens: tokens(naive),
       merged_tokens: tokens(merged),
       tree_tokens: treeStep.computedTokens,
+      trunk_tokens: planTreeRuns(merged, TRAIN.microBatchTokens).reduce((a, r) => a + r.trunkLength, 0),
       tree_token_ratio: round(tokenRatio),
       naive_update_ms: Math.round(naiveStep.ms),
       merged_update_ms: Math.round(mergedStep.ms),
@@ -352,7 +355,7 @@ export default async function merge(ctx: BenchContext): Promise<Record<string, u
   process.stdout.write('single episodes (naive: one sample per call; merged: timelines as padded rows)\n');
   process.stdout.write(formatTable(rows) + '\n\n');
   process.stdout.write(
-    `GRPO groups (${groupSize} repeats of one task sharing a ${Math.round(GROUP_PROMPT_TOKENS * scale)}-token context; tree: the batch's merged timelines as one prefix tree per micro-batch of ${TRAIN.microBatchTokens} tokens)\n`,
+    `GRPO groups (${groupSize} repeats of one task sharing a ${Math.round(GROUP_PROMPT_TOKENS * scale)}-token context; tree: the batch's merged timelines as one prefix tree per micro-batch of ${TRAIN.microBatchTokens} tokens, behind a trunk computed once where micro-batches share one)\n`,
   );
   process.stdout.write(formatTable(groupRows) + '\n\n');
   if (exactness) process.stdout.write('exactness (token-sum PPO loss; gradients of every parameter)\n' + formatTable([exactness]) + '\n');

@@ -3,7 +3,7 @@ import * as tf from '@tensorflow/tfjs';
 import { selectBackend } from './backend.ts';
 import { attentionBlockSize, causalAttention } from './causal-attention.ts';
 import { seededRandom } from './model.ts';
-import { ancestorRanges, buildPrefixTree } from './prefix-tree.ts';
+import { ancestorRanges, behindTrunk, buildPrefixTree, type TreeLayout } from './prefix-tree.ts';
 
 const rand = seededRandom(11);
 const randTensor = (shape: number[]) => tf.tensor(Array.from({ length: shape.reduce((a, b) => a * b, 1) }, () => rand() * 2 - 1), shape);
@@ -118,5 +118,53 @@ describe('tree attention (each position sees its ancestors: a packed prefix tree
     const chain = buildPrefixTree([{ tokens: trunk, lossMask: trunk.map(() => 0), advantages: trunk.map(() => 0), oldLogprobs: trunk.map(() => 0) }]);
     const [qc, kc, vc] = [randTensor([g, 9 * rep, hd]), randTensor([g, 9, hd]), randTensor([g, 9, hd])] as tf.Tensor3D[];
     for (const blockSize of [9, 2]) expect(maxDiff(causalAttention(qc, kc, vc, blockSize, chain), causalAttention(qc, kc, vc, blockSize))).toBeLessThan(1e-6);
+  });
+});
+
+describe('queries behind a trunk (keys in front that have no query here)', () => {
+  const chainOf = (tokens: number[]) => buildPrefixTree([{ tokens, lossMask: tokens.map(() => 0), advantages: tokens.map(() => 0), oldLogprobs: tokens.map(() => 0) }]);
+  // A tree with two roots and a branch, behind a 6-token trunk: every node sees the whole trunk, then its ancestors.
+  const own = buildPrefixTree([[1, 2, 3, 4], [1, 2, 5, 6, 7], [8, 9, 10]].map((tokens) => ({ tokens, lossMask: tokens.map(() => 0), advantages: tokens.map(() => 0), oldLogprobs: tokens.map(() => 0) })));
+  const trunkLength = 6;
+  const [g, rep, hd] = [2, 2, 8];
+
+  /** The textbook formula for queries [offset, T) with the mask built from parent links alone (causal: j ≤ i). */
+  function reference(layout: TreeLayout | null, offset: number, t: number) {
+    return (qa: tf.Tensor3D, ka: tf.Tensor3D, va: tf.Tensor3D): tf.Tensor3D => {
+      const rows = (t - offset) * rep;
+      const mask = new Float32Array(rows * t).fill(-1e9);
+      for (let i = offset; i < t; i++) {
+        for (let j = i; j >= 0; j = layout ? layout.parent[j] : j - 1) for (let r = 0; r < rep; r++) mask[((i - offset) * rep + r) * t + j] = 0;
+      }
+      return tf.matMul(tf.softmax(tf.add(tf.matMul(qa, ka, false, true), tf.tensor2d(mask, [rows, t]))), va);
+    };
+  }
+
+  for (const [name, layout, t] of [
+    ['a tree', behindTrunk(own, trunkLength), trunkLength + own.ids.length],
+    ['one chain (causal)', null, trunkLength + chainOf([1, 2, 3, 4, 5, 6, 7]).ids.length],
+  ] as const) {
+    it(`equals the masked formula for ${name}, values and gradients (the trunk's keys included), in any block size`, () => {
+      const q = randTensor([g, (t - trunkLength) * rep, hd]) as tf.Tensor3D;
+      const k = randTensor([g, t, hd]) as tf.Tensor3D;
+      const v = randTensor([g, t, hd]) as tf.Tensor3D;
+      const dyWeights = randTensor([g, (t - trunkLength) * rep, hd]);
+      const gradsOf = (f: (q: tf.Tensor3D, k: tf.Tensor3D, v: tf.Tensor3D) => tf.Tensor3D) =>
+        tf.grads((a: tf.Tensor, b: tf.Tensor, c: tf.Tensor) => tf.sum(tf.mul(f(a as tf.Tensor3D, b as tf.Tensor3D, c as tf.Tensor3D), dyWeights)))([q, k, v]);
+      const want = reference(layout, trunkLength, t);
+      const wantGrads = gradsOf(want);
+      // The trunk's keys get a gradient: they are seen by every query.
+      expect(tf.tidy(() => tf.max(tf.abs(tf.slice(wantGrads[1], [0, 0, 0], [g, trunkLength, hd]))).dataSync()[0])).toBeGreaterThan(1e-3);
+      for (const blockSize of [undefined, t, 1, 3, 5]) {
+        expect(maxDiff(causalAttention(q, k, v, blockSize, layout, trunkLength), want(q, k, v)), `block ${blockSize}`).toBeLessThan(1e-5);
+        const got = gradsOf((a, b, c) => causalAttention(a, b, c, blockSize, layout, trunkLength));
+        for (let i = 0; i < 3; i++) expect(maxDiff(got[i], wantGrads[i]), `block ${blockSize}, grad ${i}`).toBeLessThan(1e-4);
+      }
+    });
+  }
+
+  it('refuses query rows that do not fit the positions after the offset', () => {
+    const k = randTensor([g, 10, hd]) as tf.Tensor3D;
+    expect(() => causalAttention(randTensor([g, 7, hd]) as tf.Tensor3D, k, k, undefined, null, 6)).toThrow(RangeError);
   });
 });

@@ -22,6 +22,10 @@
  * position sees its ancestors and itself. A query block's keys are the union of its queries' ancestors — a few
  * contiguous ranges — gathered on the host like the causal block's [0, t1), so keys no query of the block sees are
  * never multiplied; the mask hides the rest. Causal attention is the one-chain case of the same code.
+ *
+ * Queries behind a trunk (worker/trunk.ts): the keys may start with positions that have no query here — a trunk
+ * computed once for several micro-batches, its keys and values prepended — so queries are positions
+ * [queryOffset, T) of the T key positions. Blocks then start at queryOffset and index their query rows from it.
  */
 import * as tf from '@tensorflow/tfjs';
 import { readsSyncOnActiveBackend } from './backend.ts';
@@ -73,9 +77,9 @@ interface Block {
   mask: () => Float32Array;
 }
 
-function causalBlocks(t: number, blockSize: number, rep: number): Block[] {
+function causalBlocks(t: number, blockSize: number, rep: number, from: number): Block[] {
   const out: Block[] = [];
-  for (let t0 = 0; t0 < t; t0 += blockSize) {
+  for (let t0 = from; t0 < t; t0 += blockSize) {
     const t1 = Math.min(t, t0 + blockSize);
     out.push({ t0, t1, keys: [{ start: 0, end: t1 }], keyCount: t1, mask: () => causalMask(t0, t1, rep) });
   }
@@ -127,15 +131,15 @@ function treeBlock(layout: TreeLayout, t0: number, t1: number, rep: number): Blo
 }
 
 /**
- * Tree query blocks: chains (a run of first children, contiguous in depth-first order) cut to at most `blockSize`
- * positions, and consecutive pieces joined while the joined block costs little more than the pieces apart — two
- * sibling branches in one block both see each other's keys (masked), which is arithmetic spent for nothing, but a
- * block per few-token piece costs ~10 ops per attention group.
+ * Tree query blocks over positions [from, T): chains (a run of first children, contiguous in depth-first order) cut
+ * to at most `blockSize` positions, and consecutive pieces joined while the joined block costs little more than the
+ * pieces apart — two sibling branches in one block both see each other's keys (masked), which is arithmetic spent
+ * for nothing, but a block per few-token piece costs ~10 ops per attention group.
  */
-function treeBlocks(layout: TreeLayout, blockSize: number, rep: number): Block[] {
+function treeBlocks(layout: TreeLayout, blockSize: number, rep: number, from: number): Block[] {
   const t = layout.parent.length;
   const pieces: { t0: number; t1: number }[] = [];
-  for (let t0 = 0; t0 < t; ) {
+  for (let t0 = from; t0 < t; ) {
     let t1 = t0 + 1;
     while (t1 < t && t1 - t0 < blockSize && layout.chainStart[t1] === layout.chainStart[t0]) t1++;
     pieces.push({ t0, t1 });
@@ -166,14 +170,14 @@ const JOIN_SLACK = 1.25;
 
 /** Tree blocks are planned once per layout and reused by every layer, forward and backward. */
 const plannedTreeBlocks = new WeakMap<TreeLayout, Map<string, Block[]>>();
-function treeBlocksOf(layout: TreeLayout, blockSize: number, rep: number): Block[] {
+function treeBlocksOf(layout: TreeLayout, blockSize: number, rep: number, from: number): Block[] {
   let byShape = plannedTreeBlocks.get(layout);
   if (!byShape) plannedTreeBlocks.set(layout, (byShape = new Map()));
-  const key = `${blockSize}:${rep}`;
+  const key = `${blockSize}:${rep}:${from}`;
   let blocks = byShape.get(key);
   if (!blocks) {
     // Masks are built on first use and kept with the plan: every layer and the backward pass reuse them.
-    blocks = treeBlocks(layout, blockSize, rep).map((b) => {
+    blocks = treeBlocks(layout, blockSize, rep, from).map((b) => {
       let mask: Float32Array | null = null;
       return { ...b, mask: () => (mask ??= b.mask()) };
     });
@@ -224,25 +228,27 @@ function blockProbs(q: tf.Tensor2D, kT: tf.Tensor2D, blk: Block, rep: number): t
 }
 
 /**
- * Attention over groups: q [G, T·rep, hd] (pre-scaled), k and v [G, T, hd] → [G, T·rep, hd]. Causal by default;
- * with a tree `layout` (worker/prefix-tree.ts, one packed sequence per group row) each position sees its ancestors
- * and itself only. `blockSize` (positions per query block) defaults to what fits the score budget; tests force small
- * blocks.
+ * Attention over groups: q [G, (T − queryOffset)·rep, hd] (pre-scaled), k and v [G, T, hd] → q's shape. Causal by
+ * default; with a tree `layout` (worker/prefix-tree.ts, one packed sequence of T positions per group row) each
+ * position sees its ancestors and itself only. The queries are positions [queryOffset, T): the keys before them are
+ * a trunk's (see the module comment). `blockSize` (positions per query block) defaults to what fits the score
+ * budget; tests force small blocks.
  */
-export function causalAttention(q: tf.Tensor3D, k: tf.Tensor3D, v: tf.Tensor3D, blockSize?: number, layout: TreeLayout | null = null): tf.Tensor3D {
+export function causalAttention(q: tf.Tensor3D, k: tf.Tensor3D, v: tf.Tensor3D, blockSize?: number, layout: TreeLayout | null = null, queryOffset = 0): tf.Tensor3D {
   const [g, tr, hd] = q.shape;
   const t = k.shape[1];
   if (layout && layout.parent.length !== t) throw new RangeError(`tree layout of ${layout.parent.length} positions for a sequence of ${t}`);
+  if (!(queryOffset >= 0 && queryOffset < t) || tr % (t - queryOffset) !== 0) throw new RangeError(`${tr} query rows do not fit positions ${queryOffset}..${t - 1}`);
   // Backends that cannot read synchronously (WebGPU) never take the per-group loop: it reads q, k, v to the host.
-  if (!readsSyncOnActiveBackend()) return batchedAttention(q, k, v, layout);
+  if (!readsSyncOnActiveBackend()) return batchedAttention(q, k, v, layout, queryOffset);
   if (blockSize === undefined) {
-    if (tr * t * hd <= SMALL_GROUP_WORK) return batchedAttention(q, k, v, layout);
+    if (tr * t * hd <= SMALL_GROUP_WORK) return batchedAttention(q, k, v, layout, queryOffset);
     // Backends with fast batched matmuls (GPU, libtensorflow) keep one op while all scores fit a few blocks' budget.
-    if (!HOST_LOOP_BACKENDS.has(tf.getBackend()) && g * tr * t <= 16 * SCORE_BUDGET) return batchedAttention(q, k, v, layout);
+    if (!HOST_LOOP_BACKENDS.has(tf.getBackend()) && g * tr * t <= 16 * SCORE_BUDGET) return batchedAttention(q, k, v, layout, queryOffset);
   }
-  const rep = tr / t;
+  const rep = tr / (t - queryOffset);
   const size = blockSize ?? attentionBlockSize(t, rep);
-  return groupedAttention(q, k, v, layout ? treeBlocksOf(layout, size, rep) : causalBlocks(t, size, rep));
+  return groupedAttention(q, k, v, layout ? treeBlocksOf(layout, size, rep, queryOffset) : causalBlocks(t, size, rep, queryOffset), queryOffset);
 }
 
 /** Backends whose batched/transposed matmuls are slow, so the per-group loop of 2-D matmuls pays. */
@@ -255,18 +261,21 @@ const HOST_LOOP_BACKENDS = new Set(['wasm', 'cpu']);
 const SMALL_GROUP_WORK = 1 << 16;
 
 /** All groups at once with batched matmuls and tfjs's own gradients (for short sequences only, see above). */
-function batchedAttention(q: tf.Tensor3D, k: tf.Tensor3D, v: tf.Tensor3D, layout: TreeLayout | null): tf.Tensor3D {
+function batchedAttention(q: tf.Tensor3D, k: tf.Tensor3D, v: tf.Tensor3D, layout: TreeLayout | null, queryOffset: number): tf.Tensor3D {
   const [, tr] = q.shape;
   const t = k.shape[1];
-  const rep = tr / t;
-  const mask = layout ? treeBlock(layout, 0, t, rep).mask() : causalMask(0, t, rep);
+  const rep = tr / (t - queryOffset);
+  const mask = layout ? treeBlock(layout, queryOffset, t, rep).mask() : causalMask(queryOffset, t, rep);
   return tf.matMul(tf.softmax(tf.add(tf.matMul(q, k, false, true), tf.tensor2d(mask, [tr, t]))), v);
 }
 
-function groupedAttention(q: tf.Tensor3D, k: tf.Tensor3D, v: tf.Tensor3D, blocks: Block[]): tf.Tensor3D {
+/** Query row of position `p` within its group: queries start at `queryOffset`, rep rows per position. */
+const queryRow = (p: number, queryOffset: number, rep: number) => (p - queryOffset) * rep;
+
+function groupedAttention(q: tf.Tensor3D, k: tf.Tensor3D, v: tf.Tensor3D, blocks: Block[], queryOffset: number): tf.Tensor3D {
   const [g, tr, hd] = q.shape;
   const t = k.shape[1];
-  const rep = tr / t;
+  const rep = tr / (t - queryOffset);
   const f = tf.customGrad(((qIn: tf.Tensor, kIn: tf.Tensor, vIn: tf.Tensor, save: tf.GradSaveFunc) => {
     const qd = qIn.dataSync() as Float32Array;
     const kd = kIn.dataSync() as Float32Array;
@@ -277,7 +286,7 @@ function groupedAttention(q: tf.Tensor3D, k: tf.Tensor3D, v: tf.Tensor3D, blocks
         // One tidy per block: its score-sized temporaries are freed before the next block (bounded memory).
         out.push(
           tf.tidy(() => {
-            const qb = rowsTensor(qd, gi * tr + blk.t0 * rep, gi * tr + blk.t1 * rep, hd); // [rows, hd]
+            const qb = rowsTensor(qd, gi * tr + queryRow(blk.t0, queryOffset, rep), gi * tr + queryRow(blk.t1, queryOffset, rep), hd); // [rows, hd]
             const kT = keyRowsTransposed(kd, gi * t, blk.keys, blk.keyCount, hd); // [hd, keys]
             return tf.matMul(blockProbs(qb, kT, blk, rep), keyRows(vd, gi * t, blk.keys, blk.keyCount, hd)); // [rows, hd]
           }),
@@ -286,7 +295,7 @@ function groupedAttention(q: tf.Tensor3D, k: tf.Tensor3D, v: tf.Tensor3D, blocks
     }
     const y = tf.reshape(out.length === 1 ? out[0] : tf.concat(out, 0), [g, tr, hd]);
     save([qIn, kIn, vIn, y]);
-    return { value: y, gradFunc: (dy: tf.Tensor, saved: tf.Tensor[]) => attentionGrad(dy, saved, blocks, rep) };
+    return { value: y, gradFunc: (dy: tf.Tensor, saved: tf.Tensor[]) => attentionGrad(dy, saved, blocks, rep, queryOffset) };
   }) as unknown as CustomGradientFunc);
   return f(q, k, v) as tf.Tensor3D;
 }
@@ -296,7 +305,7 @@ function groupedAttention(q: tf.Tensor3D, k: tf.Tensor3D, v: tf.Tensor3D, blocks
  * dKᵀ = Qᵀ·dS, dVᵀ = dYᵀ·P — plain 2-D matmuls on host-transposed operands. dK and dV add up on the host over the
  * blocks of a group, each block into its own keys' rows.
  */
-function attentionGrad(dy: tf.Tensor, saved: tf.Tensor[], blocks: Block[], rep: number): tf.Tensor[] {
+function attentionGrad(dy: tf.Tensor, saved: tf.Tensor[], blocks: Block[], rep: number, queryOffset: number): tf.Tensor[] {
   const [qIn, kIn, vIn, yIn] = saved;
   const [g, tr, hd] = qIn.shape as [number, number, number];
   const t = kIn.shape[1]!;
@@ -316,8 +325,8 @@ function attentionGrad(dy: tf.Tensor, saved: tf.Tensor[], blocks: Block[], rep: 
   const dv = new Float32Array(g * t * hd);
   for (let gi = 0; gi < g; gi++) {
     for (const blk of blocks) {
-      const r0 = gi * tr + blk.t0 * rep;
-      const r1 = gi * tr + blk.t1 * rep;
+      const r0 = gi * tr + queryRow(blk.t0, queryOffset, rep);
+      const r1 = gi * tr + queryRow(blk.t1, queryOffset, rep);
       const [dqb, dkT, dvT] = tf.tidy(() => {
         const kT = keyRowsTransposed(kd, gi * t, blk.keys, blk.keyCount, hd); // [hd, keys]
         const p = blockProbs(rowsTensor(qd, r0, r1, hd), kT, blk, rep); // [rows, keys]

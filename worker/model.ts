@@ -19,7 +19,7 @@ import { decoderTensorShapes } from './checkpoint/decoder-tensors.ts';
 import { readsSyncOnActiveBackend } from './backend.ts';
 import { readAllFloats } from './read.ts';
 import { causalAttention } from './causal-attention.ts';
-import type { TreeLayout } from './prefix-tree.ts';
+import { behindTrunk, type TreeLayout } from './prefix-tree.ts';
 import { HostKvCache } from './kv-cache.ts';
 import type { DecoderConfig, NamedTensors } from './common/engine.ts';
 import { seededRandom } from './common/random.ts';
@@ -300,27 +300,74 @@ export interface LayerKv {
   v: tf.Tensor4D;
 }
 
-export function attention(cfg: DecoderConfig, w: LayerWeights, x: tf.Tensor2D, b: number, t: number, rope: { cos: tf.Tensor; sin: tf.Tensor }, kvOut: LayerKv[] | null, tree: TreeLayout | null = null): tf.Tensor2D {
+/** One layer's post-RoPE keys and values of one sequence in attention-group layout: k, v [KVH, L, hd]. */
+export interface GroupedKv {
+  k: tf.Tensor3D;
+  v: tf.Tensor3D;
+}
+
+/**
+ * A tree forward's link to a trunk (worker/trunk.ts): `before` holds, per layer, the keys and values of a trunk that
+ * every node sees in front of its own ancestors (the tree's depths continue after it); `keep` receives each layer's
+ * own keys and values (the trunk's own pass).
+ */
+export interface TrunkKeys {
+  before?: GroupedKv[] | null;
+  keep?: GroupedKv[] | null;
+}
+
+/** One layer's part of TrunkKeys. */
+interface LayerTrunk {
+  before: GroupedKv | null;
+  keep: GroupedKv[] | null;
+}
+
+/**
+ * Attention of one layer. `tree` is the layout over every key position: with a trunk in `trunk.before` that is the
+ * trunk's chain followed by this pass's nodes (prefix-tree.ts behindTrunk), and the queries are this pass's nodes only.
+ */
+/** x [B·T, D] projected to `heads` heads: [B, T, heads, hd]. */
+function projectHeads(x: tf.Tensor2D, weight: tf.Tensor2D, bias: tf.Tensor1D | null, b: number, t: number, heads: number, hd: number): tf.Tensor4D {
+  return tf.reshape(bias ? tf.add(linear(x, weight), bias) : linear(x, weight), [b, t, heads, hd]) as tf.Tensor4D;
+}
+
+/** One layer's keys (after the k norm and RoPE) and values from its normalised input x [B·T, D]: [B, T, KVH, hd] each. */
+function keysAndValues(cfg: DecoderConfig, w: LayerWeights, x: tf.Tensor2D, b: number, t: number, rope: { cos: tf.Tensor; sin: tf.Tensor }): LayerKv {
+  const kvh = cfg.num_key_value_heads;
+  let k = projectHeads(x, w.k, w.kBias, b, t, kvh, cfg.head_dim);
+  if (w.kNorm) k = rmsNorm(k, w.kNorm, cfg.rms_norm_eps);
+  return { k: applyRope(k, rope.cos, rope.sin), v: projectHeads(x, w.v, w.vBias, b, t, kvh, cfg.head_dim) };
+}
+
+/** Keys or values [B, T, KVH, hd] → attention groups [B·KVH, T, hd]. */
+function groupHeads(x: tf.Tensor4D): tf.Tensor3D {
+  const [b, t, kvh, hd] = x.shape;
+  return tf.reshape(tf.transpose(x, [0, 2, 1, 3]), [b * kvh, t, hd]) as tf.Tensor3D;
+}
+
+export function attention(cfg: DecoderConfig, w: LayerWeights, x: tf.Tensor2D, b: number, t: number, rope: { cos: tf.Tensor; sin: tf.Tensor }, kvOut: LayerKv[] | null, tree: TreeLayout | null = null, trunk: LayerTrunk | null = null): tf.Tensor2D {
   const h = cfg.num_attention_heads;
   const kvh = cfg.num_key_value_heads;
   const hd = cfg.head_dim;
   const rep = h / kvh;
-  const project = (weight: tf.Tensor2D, bias: tf.Tensor1D | null, heads: number) => tf.reshape(bias ? tf.add(linear(x, weight), bias) : linear(x, weight), [b, t, heads, hd]) as tf.Tensor4D;
-  let q = project(w.q, w.qBias, h); // [B, T, H, hd]
-  let k = project(w.k, w.kBias, kvh); // [B, T, KVH, hd]
-  const v = project(w.v, w.vBias, kvh); // [B, T, KVH, hd]
+  let q = projectHeads(x, w.q, w.qBias, b, t, h, hd); // [B, T, H, hd]
   if (w.qNorm) q = rmsNorm(q, w.qNorm, cfg.rms_norm_eps); // Qwen3: per-head norm before RoPE
-  if (w.kNorm) k = rmsNorm(k, w.kNorm, cfg.rms_norm_eps);
   q = tf.mul(applyRope(q, rope.cos, rope.sin), 1 / Math.sqrt(hd)) as tf.Tensor4D; // pre-scaled
-  k = applyRope(k, rope.cos, rope.sin);
+  const { k, v } = keysAndValues(cfg, w, x, b, t, rope); // [B, T, KVH, hd]
   if (kvOut) kvOut.push({ k: tf.keep(k), v: tf.keep(v) });
 
   // Group the query heads that share a kv head (HF's repeat_kv without the copy): group = (row, kv head), its query
   // rows position-major. causalAttention runs each group as plain 2-D matmuls, in query blocks on long sequences.
   const qg = tf.reshape(tf.transpose(tf.reshape(q, [b, t, kvh, rep, hd]), [0, 2, 1, 3, 4]), [b * kvh, t * rep, hd]) as tf.Tensor3D; // [B·KVH, T·rep, hd]
-  const kg = tf.reshape(tf.transpose(k, [0, 2, 1, 3]), [b * kvh, t, hd]) as tf.Tensor3D; // [B·KVH, T, hd]
-  const vg = tf.reshape(tf.transpose(v, [0, 2, 1, 3]), [b * kvh, t, hd]) as tf.Tensor3D; // [B·KVH, T, hd]
-  const y = causalAttention(qg, kg, vg, undefined, tree); // [B·KVH, T·rep, hd]
+  const kg = groupHeads(k); // [B·KVH, T, hd]
+  const vg = groupHeads(v); // [B·KVH, T, hd]
+  trunk?.keep?.push({ k: kg, v: vg });
+  const before = trunk?.before ?? null;
+  if (before && b !== 1) throw new InvalidConfigError(`a trunk's keys serve one packed sequence, not ${b} rows`);
+  // Behind a trunk the keys are the trunk's then this pass's (a concat: its gradient hands the trunk its dK, dV).
+  const keys = before ? (tf.concat([before.k, kg], 1) as tf.Tensor3D) : kg; // [B·KVH, L + T, hd]
+  const values = before ? (tf.concat([before.v, vg], 1) as tf.Tensor3D) : vg;
+  const y = causalAttention(qg, keys, values, undefined, tree, before ? before.k.shape[1] : 0); // [B·KVH, T·rep, hd]
   const merged = tf.reshape(tf.transpose(tf.reshape(y, [b, kvh, t, rep, hd]), [0, 2, 1, 3, 4]), [b * t, h * hd]) as tf.Tensor2D; // [B·T, H·hd]
   return linear(merged, w.o); // [B·T, D]
 }
@@ -336,8 +383,8 @@ export function mlp(w: LayerWeights, x: tf.Tensor2D): tf.Tensor2D {
 // ---------------------------------------------------------------------------------------------------------------
 // Block (pre-norm residual) and model
 
-export function block(cfg: DecoderConfig, w: LayerWeights, x: tf.Tensor2D, b: number, t: number, rope: { cos: tf.Tensor; sin: tf.Tensor }, kvOut: LayerKv[] | null, tree: TreeLayout | null = null): tf.Tensor2D {
-  x = tf.add(x, attention(cfg, w, rmsNorm(x, w.inputNorm, cfg.rms_norm_eps), b, t, rope, kvOut, tree));
+export function block(cfg: DecoderConfig, w: LayerWeights, x: tf.Tensor2D, b: number, t: number, rope: { cos: tf.Tensor; sin: tf.Tensor }, kvOut: LayerKv[] | null, tree: TreeLayout | null = null, trunk: LayerTrunk | null = null): tf.Tensor2D {
+  x = tf.add(x, attention(cfg, w, rmsNorm(x, w.inputNorm, cfg.rms_norm_eps), b, t, rope, kvOut, tree, trunk));
   return tf.add(x, mlp(w, rmsNorm(x, w.postNorm, cfg.rms_norm_eps)));
 }
 
@@ -355,29 +402,63 @@ export function forward(cfg: DecoderConfig, w: ModelWeights, ids: Int32Array, b:
 /**
  * Forward over a packed prefix tree (worker/prefix-tree.ts), one sequence in depth-first order in which each token
  * sees its ancestors and sits at its depth: the logits at `outputNodes` only [E, V] (the nodes a loss is computed
- * at; the rest never reach the output projection). A tree of one chain is `forward` of that one row.
+ * at; the rest never reach the output projection). A tree of one chain is `forward` of that one row. With
+ * `trunk.before`, every node also sees the trunk's keys, ahead of its own ancestors, and the tree's roots sit right
+ * after the trunk (depth = trunk length); `trunk.keep` collects this pass's keys and values per layer.
  */
-export function treeForward(cfg: DecoderConfig, w: ModelWeights, ids: Int32Array, tree: TreeLayout, outputNodes: Int32Array): tf.Tensor2D {
+export function treeForward(cfg: DecoderConfig, w: ModelWeights, ids: Int32Array, tree: TreeLayout, outputNodes: Int32Array, trunk: TrunkKeys = {}): tf.Tensor2D {
   const t = ids.length;
   if (tree.parent.length !== t || tree.depth.length !== t) throw new InvalidConfigError(`treeForward: a layout of ${tree.parent.length} nodes for ${t} ids`);
+  const before = trunk.before ?? null;
+  if (before && before.length !== w.layers.length) throw new InvalidConfigError(`treeForward: trunk keys for ${before.length} of ${w.layers.length} layers`);
+  const trunkLength = before ? before[0].k.shape[1] : 0;
   let deepest = 0;
-  for (const d of tree.depth) deepest = Math.max(deepest, d);
+  for (let i = 0; i < t; i++) {
+    deepest = Math.max(deepest, tree.depth[i]);
+    if (tree.parent[i] < 0 && tree.depth[i] !== trunkLength) throw new InvalidConfigError(`treeForward: a root at depth ${tree.depth[i]} behind a trunk of ${trunkLength} tokens`);
+  }
   if (deepest >= cfg.max_position_embeddings) throw new ContextLengthError(`a branch of ${deepest + 1} tokens exceeds the context of ${cfg.max_position_embeddings}`);
-  // One chain (a micro-batch of one sample, or samples that only extend each other) is plain causal attention.
+  // One chain (a micro-batch of one sample, or samples that only extend each other) is plain causal attention,
+  // behind a trunk too (the trunk and the chain are one longer chain).
   const chain = tree.chainStart.every((start) => start === 0);
-  const hidden = hiddenStates(cfg, w, ids, 1, t, Array.from(tree.depth), null, chain ? null : tree); // [N, D]
+  const layout = chain ? null : trunkLength > 0 ? layoutBehindTrunk(tree, trunkLength) : tree;
+  // No output node (a trunk of prompt tokens): only the keys and values are wanted, the last layer's included.
+  const keysOnly = outputNodes.length === 0;
+  const hidden = hiddenStates(cfg, w, ids, 1, t, Array.from(tree.depth), null, layout, trunk, keysOnly); // [N, D]
+  if (keysOnly) return tf.zeros([0, w.head.shape[1]]);
   return linear(gatherRows(hidden, outputNodes), w.head); // [E, V]
 }
 
-/** The decoder stack: embeddings, blocks at RoPE `positions` [T], final norm → [B·T, D]. */
-function hiddenStates(cfg: DecoderConfig, w: ModelWeights, ids: Int32Array, b: number, t: number, positions: number[], kvOut: LayerKv[] | null, tree: TreeLayout | null): tf.Tensor2D {
+/** Layouts behind a trunk, built once per tree: every layer and every pass over it (policy, reference) reuses one, and with it its planned blocks. */
+const trunkLayouts = new WeakMap<TreeLayout, Map<number, TreeLayout>>();
+function layoutBehindTrunk(tree: TreeLayout, trunkLength: number): TreeLayout {
+  let byLength = trunkLayouts.get(tree);
+  if (!byLength) trunkLayouts.set(tree, (byLength = new Map()));
+  let layout = byLength.get(trunkLength);
+  if (!layout) byLength.set(trunkLength, (layout = behindTrunk(tree, trunkLength)));
+  return layout;
+}
+
+/**
+ * The decoder stack: embeddings, blocks at RoPE `positions` [T], final norm → [B·T, D]. `keysOnly` stops at the last
+ * layer's keys and values (into `trunk.keep`): its attention output, MLP and the final norm would reach no output,
+ * and the last layer's input comes back instead.
+ */
+function hiddenStates(cfg: DecoderConfig, w: ModelWeights, ids: Int32Array, b: number, t: number, positions: number[], kvOut: LayerKv[] | null, tree: TreeLayout | null, trunk: TrunkKeys = {}, keysOnly = false): tf.Tensor2D {
   for (const id of ids) {
     if (id < 0 || id >= cfg.vocab_size || !Number.isInteger(id)) throw new InvalidConfigError(`token id ${id} is outside the vocabulary (0..${cfg.vocab_size - 1})`);
   }
   const tables = ropeTables(cfg.head_dim, cfg.rope_theta, positions);
   const rope = { cos: tf.tensor2d(tables.cos, [t, cfg.head_dim]), sin: tf.tensor2d(tables.sin, [t, cfg.head_dim]) };
   let x = gatherRows(w.embed, ids); // [B·T, D]
-  for (const layer of w.layers) x = block(cfg, layer, x, b, t, rope, kvOut, tree);
+  for (const [l, layer] of w.layers.entries()) {
+    if (keysOnly && l === w.layers.length - 1) {
+      const { k, v } = keysAndValues(cfg, layer, rmsNorm(x, layer.inputNorm, cfg.rms_norm_eps), b, t, rope);
+      trunk.keep?.push({ k: groupHeads(k), v: groupHeads(v) });
+      return x;
+    }
+    x = block(cfg, layer, x, b, t, rope, kvOut, tree, { before: trunk.before?.[l] ?? null, keep: trunk.keep ?? null });
+  }
   return rmsNorm(x, w.norm, cfg.rms_norm_eps);
 }
 

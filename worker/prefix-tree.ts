@@ -14,6 +14,12 @@
  * range; a node's ancestors are the start of its own chain up to itself, plus the ancestors of the parent its chain
  * hangs from: a few contiguous ranges (one per branch point on the path). RoPE positions are depths: a token sits
  * at the position it has in its own sample.
+ *
+ * Trunks. Micro-batches cut the samples at subtree boundaries, so a prefix that the samples of several micro-batches
+ * share (a GRPO group's opening, once its timelines are too long to share a micro-batch) would be context in each.
+ * planTreeRuns finds such a prefix, a trunk, computed once per step in a pass of its own; the micro-batches behind
+ * it hold their samples' suffixes, their depths continuing after the trunk, and see its keys as ancestors of every
+ * node (train.ts and trunk.ts do the passes).
  */
 import type { TrainSample } from './common/engine.ts';
 
@@ -157,7 +163,7 @@ export function compareTokens(a: readonly number[], b: readonly number[]): numbe
  * lexicographic token order (the trie's depth-first order), cut greedily. In that order a sample adds its length
  * minus its common prefix with the one before it to a trie, so each micro-batch's size is known without building it.
  * A sample longer than the budget gets a micro-batch of its own; a prefix two micro-batches share is computed in
- * both (it is context for each).
+ * both (it is context for each) unless a trunk takes it (planTreeRuns).
  */
 export function packTreeMicroBatches<T extends { tokens: readonly number[] }>(samples: readonly T[], tokenBudget: number): T[][] {
   const sorted = [...samples].sort((a, b) => compareTokens(a.tokens, b.tokens));
@@ -178,11 +184,155 @@ export function packTreeMicroBatches<T extends { tokens: readonly number[] }>(sa
   return batches;
 }
 
-/** Tree nodes a set of samples packs into (Σ over micro-batches at `tokenBudget`, or one trie when omitted). */
+// ---------------------------------------------------------------------------------------------------------------
+// Trunks: a prefix shared across micro-batches, computed once per step (worker/trunk.ts trains them).
+
+/**
+ * The shortest trunk worth a pass of its own: a trunk costs two extra passes over its tokens (its keys and values
+ * without a gradient, then its backward) and a few dozen ops per pass whatever its length, so below a few dozen
+ * shared tokens recomputing them in each micro-batch is as cheap.
+ */
+export const MIN_TRUNK_TOKENS = 64;
+
+/**
+ * Micro-batches that train together. With a trunk (`trunkLength` > 0) every sample of every micro-batch starts with
+ * the same `trunkLength + 1` tokens: the first `trunkLength` are computed once, in the trunk's pass, and each
+ * micro-batch trains its samples from position `trunkLength` on (the last shared token is each suffix tree's root,
+ * so the trunk holds only the loss entries it predicts itself). Without one, a run is one plain micro-batch.
+ */
+export interface TreeRun<T> {
+  trunkLength: number;
+  microBatches: T[][];
+}
+
+/** Trie nodes of token lists in lexicographic order: Σ length − common prefix with the list before. */
+function trieSize(lists: readonly (readonly number[])[]): number {
+  return lists.reduce((sum, l, i) => sum + l.length - (i > 0 ? commonPrefix(lists[i - 1], l) : 0), 0);
+}
+
+/**
+ * Plan a step's tree micro-batches with trunks (one trunk level). The samples are cut as packTreeMicroBatches cuts
+ * them; then consecutive micro-batches are grouped into runs, each run's trunk being its samples' common prefix less
+ * its last token, so as to save the most recomputed tokens (Σ (micro-batches − 1) · trunk over the runs; a dynamic
+ * programme over the cut points, O(micro-batches²)). A run with a trunk of at least MIN_TRUNK_TOKENS is packed again
+ * by the budget over its samples' suffixes (the trunk no longer counts against a micro-batch's activations, so more
+ * samples fit); every other micro-batch stays as it was, a run of its own without a trunk.
+ */
+export function planTreeRuns<T extends { tokens: readonly number[] }>(samples: readonly T[], tokenBudget: number): TreeRun<T>[] {
+  const batches = packTreeMicroBatches(samples, tokenBudget);
+  const m = batches.length;
+  // Common prefix within each micro-batch, and across each cut (last sample of one, first of the next).
+  const inner = batches.map((b) => b.reduce((lcp, s, i) => Math.min(lcp, i > 0 ? commonPrefix(b[i - 1].tokens, s.tokens) : s.tokens.length), Infinity));
+  const across = batches.slice(1).map((b, i) => commonPrefix(batches[i][batches[i].length - 1].tokens, b[0].tokens));
+  // best[e]: the most tokens saved by runs over batches [0, e); from[e]: where the last of those runs starts.
+  const best = new Float64Array(m + 1);
+  const from = new Int32Array(m + 1);
+  const trunkOf = (lcp: number) => (lcp - 1 >= MIN_TRUNK_TOKENS ? lcp - 1 : 0);
+  for (let e = 1; e <= m; e++) {
+    best[e] = best[e - 1];
+    from[e] = e - 1;
+    let lcp = inner[e - 1];
+    for (let s = e - 2; s >= 0; s--) {
+      lcp = Math.min(lcp, across[s], inner[s]);
+      const trunk = trunkOf(lcp);
+      if (trunk === 0) break; // the common prefix only shrinks as the run grows
+      const saved = best[s] + (e - 1 - s) * trunk;
+      if (saved > best[e]) {
+        best[e] = saved;
+        from[e] = s;
+      }
+    }
+  }
+  const runs: TreeRun<T>[] = [];
+  for (let e = m; e > 0; e = from[e]) {
+    const s = from[e];
+    if (e - s === 1) {
+      runs.push({ trunkLength: 0, microBatches: [batches[s]] });
+      continue;
+    }
+    const members = batches.slice(s, e).flat();
+    let lcp = Infinity;
+    for (let i = 0; i < members.length; i++) lcp = Math.min(lcp, i > 0 ? commonPrefix(members[i - 1].tokens, members[i].tokens) : members[i].tokens.length);
+    const trunkLength = trunkOf(lcp);
+    const suffixes = packTreeMicroBatches(
+      members.map((item) => ({ tokens: item.tokens.slice(trunkLength), item })),
+      tokenBudget,
+    );
+    runs.push({ trunkLength, microBatches: suffixes.map((b) => b.map((x) => x.item)) });
+  }
+  return runs.reverse();
+}
+
+/** Tree nodes a set of samples packs into (the trunks of planTreeRuns at `tokenBudget` once; one trie when omitted). */
 export function treeTokenCount(samples: readonly { tokens: readonly number[] }[], tokenBudget = Infinity): number {
   let total = 0;
-  for (const group of packTreeMicroBatches(samples, tokenBudget)) {
-    total += group.reduce((sum, s, i) => sum + s.tokens.length - (i > 0 ? commonPrefix(group[i - 1].tokens, s.tokens) : 0), 0);
+  for (const run of planTreeRuns(samples, tokenBudget)) {
+    total += run.trunkLength;
+    for (const group of run.microBatches) total += trieSize(group.map((s) => s.tokens.slice(run.trunkLength)));
   }
   return total;
+}
+
+/**
+ * A trunk as a packed tree of one chain: its first `length` tokens (every sample's), and one loss entry per generated
+ * token of each sample at positions 1..length — the tokens the trunk's own nodes predict, each with its sample's
+ * advantage and old logprob.
+ */
+export function buildTrunk(samples: readonly TrainSample[], length: number): PackedTree {
+  if (samples.length === 0 || length < 1) throw new RangeError(`a trunk needs samples and at least one token (got ${samples.length} samples, ${length} tokens)`);
+  const ids = Int32Array.from(samples[0].tokens.slice(0, length));
+  for (const s of samples) {
+    if (s.tokens.length <= length || commonPrefix(s.tokens.slice(0, length + 1), samples[0].tokens) <= length) throw new RangeError(`a sample does not continue the trunk's ${length + 1} shared tokens`);
+  }
+  const entries: { node: number; sample: TrainSample; t: number }[] = [];
+  for (const s of samples) for (let t = 1; t <= length; t++) if (s.lossMask[t]) entries.push({ node: t - 1, sample: s, t });
+  return {
+    ids,
+    parent: Int32Array.from({ length }, (_, i) => i - 1),
+    chainStart: new Int32Array(length),
+    depth: Int32Array.from({ length }, (_, i) => i),
+    entryNode: Int32Array.from(entries, (e) => e.node),
+    entryTarget: Int32Array.from(entries, (e) => e.sample.tokens[e.t]),
+    entryAdvantage: Float32Array.from(entries, (e) => e.sample.advantages[e.t]),
+    entryOldLogprob: Float32Array.from(entries, (e) => e.sample.oldLogprobs[e.t]),
+    sampleTokens: length,
+  };
+}
+
+/** Samples from position `from` on: what a micro-batch behind a trunk of `from` tokens trains. */
+export function suffixSamples(samples: readonly TrainSample[], from: number): TrainSample[] {
+  return samples.map((s) => ({ tokens: s.tokens.slice(from), lossMask: s.lossMask.slice(from), advantages: s.advantages.slice(from), oldLogprobs: s.oldLogprobs.slice(from) }));
+}
+
+/**
+ * The tree of samples behind a trunk of `trunkLength` tokens: the trie of their suffixes from that position on, its
+ * depths (RoPE positions) offset by the trunk. Its loss entries are the tokens at positions > trunkLength.
+ */
+export function buildSuffixTree(samples: readonly TrainSample[], trunkLength: number): PackedTree {
+  const tree = buildPrefixTree(suffixSamples(samples, trunkLength));
+  return { ...tree, depth: tree.depth.map((d) => d + trunkLength), sampleTokens: samples.reduce((a, s) => a + s.tokens.length, 0) };
+}
+
+/**
+ * A layout with a chain of `trunkLength` nodes in front (positions 0..trunkLength − 1) and `tree` behind it, each of
+ * its roots a child of the chain's last node: the keys a micro-batch behind a trunk attends over (the trunk is an
+ * ancestor of every node). Depths are the tree's own (already past the trunk).
+ */
+export function behindTrunk(tree: TreeLayout, trunkLength: number): TreeLayout {
+  const n = tree.parent.length;
+  const parent = new Int32Array(trunkLength + n);
+  const chainStart = new Int32Array(trunkLength + n);
+  const depth = new Int32Array(trunkLength + n);
+  for (let i = 0; i < trunkLength + n; i++) {
+    if (i < trunkLength) {
+      parent[i] = i - 1;
+      depth[i] = i;
+    } else {
+      const p = tree.parent[i - trunkLength];
+      parent[i] = p >= 0 ? p + trunkLength : trunkLength - 1;
+      depth[i] = tree.depth[i - trunkLength];
+    }
+    chainStart[i] = parent[i] >= 0 && parent[i] === i - 1 ? chainStart[i - 1] : i;
+  }
+  return { parent, chainStart, depth };
 }

@@ -7,6 +7,15 @@
  * prefix they share is computed once, and computes the loss at one entry per generated token of each sample;
  * `rows` right-pads each sample to a row. Both give the same loss and gradients (the token sums are the same terms).
  *
+ * Trunks (tree packing): a prefix all the samples of several micro-batches share (a GRPO group's opening, once its
+ * timelines are too long for one micro-batch) is computed once per step rather than once per micro-batch
+ * (prefix-tree.ts planTreeRuns). The trunk's keys and values are computed first, without a gradient; each
+ * micro-batch behind it sees them as extra keys and takes them as inputs of its gradient, so it also returns dK and
+ * dV for them, summed over the run; then the trunk's own pass differentiates its own loss entries plus
+ * Σ_layers ⟨K, ΣdK⟩ + ⟨V, ΣdV⟩ (the sums constants) — the chain rule through the trunk, done once. So the trunk
+ * is forwarded twice (tfjs keeps no tape across calls: its first forward is a checkpoint) and backpropagated once,
+ * and the loss and every gradient stay those of the samples trained one by one.
+ *
  * Alignment: the model's row position t predicts token t+1, so every per-token array is shifted by one
  * ("pred" alignment): pred[t] = sample[t + 1]. Sample position 0 is never predicted (its mask is 0 by contract).
  */
@@ -14,8 +23,9 @@ import * as tf from '@tensorflow/tfjs';
 import type { DecoderConfig, TrainMetrics, TrainOptions, TrainSample } from './common/engine.ts';
 import { decoupledPpoLoss, k3Kl, nllLoss, ppoClipLoss, truncatedIsLoss } from './losses.ts';
 import { effectiveParams, type LoraState } from './lora.ts';
-import { ContextLengthError, entropy, forward, fuseWeights, type ModelWeights, type Params, targetLogprobs, treeForward } from './model.ts';
-import { buildPrefixTree, packTreeMicroBatches } from './prefix-tree.ts';
+import { ContextLengthError, entropy, forward, fuseWeights, type GroupedKv, type ModelWeights, type Params, targetLogprobs, treeForward, type TrunkKeys } from './model.ts';
+import { buildPrefixTree, buildSuffixTree, buildTrunk, type PackedTree, planTreeRuns } from './prefix-tree.ts';
+import { disposeKv, trunkInputs, trunkSurrogate } from './trunk.ts';
 import { type AdamW, clipScale, clipScaleOnDevice, globalNorm, globalNormSquared, learningRateAt } from './optimizer.ts';
 import { readsSyncOnActiveBackend } from './backend.ts';
 import { readScalars } from './read.ts';
@@ -119,12 +129,13 @@ function packRows(samples: readonly TrainSample[]): PackedRows {
 }
 
 /**
- * What the loss of one micro-batch reads, whichever the packing: logits at N loss positions [N, V] under given
- * weights, and per position its target, mask, advantage and old logprob [N]. Rows: every padded position (mask 0
- * where nothing is trained); tree: one position per loss entry (mask 1).
+ * What the loss of one micro-batch (or a trunk's own pass) reads, whichever the packing: logits at N loss positions
+ * [N, V] under given weights (and, for the tree, a trunk's keys in front or a list to keep its own in), and per
+ * position its target, mask, advantage and old logprob [N]. Rows: every padded position (mask 0 where nothing is
+ * trained); tree: one position per loss entry (mask 1).
  */
 interface LossInputs {
-  logits: (weights: ModelWeights) => tf.Tensor2D;
+  logits: (weights: ModelWeights, trunk?: TrunkKeys) => tf.Tensor2D;
   targets: Int32Array;
   mask: Float32Array;
   advantages: Float32Array;
@@ -138,10 +149,9 @@ function rowsLossInputs(cfg: DecoderConfig, samples: readonly TrainSample[]): Lo
   return { ...rows, logits: (w) => forward(cfg, w, rows.ids, rows.b, rows.t), computedTokens: rows.b * rows.t };
 }
 
-function treeLossInputs(cfg: DecoderConfig, samples: readonly TrainSample[]): LossInputs {
-  const tree = buildPrefixTree(samples);
+function treeLossInputs(cfg: DecoderConfig, tree: PackedTree): LossInputs {
   return {
-    logits: (w) => treeForward(cfg, w, tree.ids, tree, tree.entryNode),
+    logits: (w, trunk) => treeForward(cfg, w, tree.ids, tree, tree.entryNode, trunk),
     targets: tree.entryTarget,
     mask: new Float32Array(tree.entryTarget.length).fill(1),
     advantages: tree.entryAdvantage,
@@ -150,10 +160,22 @@ function treeLossInputs(cfg: DecoderConfig, samples: readonly TrainSample[]): Lo
   };
 }
 
-/** The micro-batches of `samples` as loss inputs, in the packing `opts` names. */
-function lossMicroBatches(cfg: DecoderConfig, samples: readonly TrainSample[], opts: TrainOptions): LossInputs[] {
-  if ((opts.packing ?? 'tree') === 'tree') return packTreeMicroBatches(samples, opts.microBatchTokens).map((group) => treeLossInputs(cfg, group));
-  return packMicroBatches([...samples], opts.microBatchTokens).map((group) => rowsLossInputs(cfg, group));
+/** Micro-batches that train behind one trunk (its own pass's inputs: a chain of the trunk's tokens), or alone. */
+interface LossRun {
+  trunk: LossInputs | null;
+  microBatches: LossInputs[];
+}
+
+/** The micro-batches of `samples` as loss inputs, in the packing `opts` names (trunks with the tree). */
+function lossRuns(cfg: DecoderConfig, samples: readonly TrainSample[], opts: TrainOptions): LossRun[] {
+  if ((opts.packing ?? 'tree') === 'tree') {
+    return planTreeRuns(samples, opts.microBatchTokens).map(({ trunkLength, microBatches }) =>
+      trunkLength > 0
+        ? { trunk: treeLossInputs(cfg, buildTrunk(microBatches.flat(), trunkLength)), microBatches: microBatches.map((group) => treeLossInputs(cfg, buildSuffixTree(group, trunkLength))) }
+        : { trunk: null, microBatches: microBatches.map((group) => treeLossInputs(cfg, buildPrefixTree(group))) },
+    );
+  }
+  return packMicroBatches([...samples], opts.microBatchTokens).map((group) => ({ trunk: null, microBatches: [rowsLossInputs(cfg, group)] }));
 }
 
 /** Per-position logprobs of the next token [B·T] (pred alignment) under `params`. */
@@ -232,74 +254,174 @@ export interface BatchGradients {
   computedTokens: number;
 }
 
+/** How a batch's loss terms are computed (from the options, fixed for the step). */
+interface LossSettings {
+  opts: TrainOptions;
+  temperature: number;
+  cap: number;
+  /** The batch-wide divisor of every micro-batch's token sum. */
+  denominator: number;
+  useKl: boolean;
+}
+
+/**
+ * The loss of one pass's entries ÷ the batch's denominator, from their logits [N, V] under the policy and the
+ * reference and proximal logprobs [N] (when the options use them); pushes the pass's kept statistics to `stats`:
+ * entropy sum, then (policy losses) the clipped count and (KL) the k3 sum.
+ */
+function entryLoss(settings: LossSettings, batch: LossInputs, logits: tf.Tensor2D, refLp: tf.Tensor1D | null, proxLp: tf.Tensor1D | null, stats: tf.Tensor[]): tf.Scalar {
+  const { opts, temperature, cap } = settings;
+  const mask = tf.tensor1d(batch.mask);
+  const logp = targetLogprobs(logits, batch.targets, temperature); // [N]
+  const own: tf.Tensor[] = [];
+  let tokenLoss: tf.Tensor1D;
+  if (opts.loss === 'sft') {
+    tokenLoss = nllLoss(logp);
+  } else {
+    const behaviour = tf.tensor1d(batch.oldLogprobs);
+    const advantages = tf.tensor1d(batch.advantages);
+    const ppo =
+      opts.loss === 'decoupled-ppo'
+        ? decoupledPpoLoss(logp, proxLp!, behaviour, advantages, opts.clipLow, opts.clipHigh, cap)
+        : opts.loss === 'truncated-is'
+          ? truncatedIsLoss(logp, behaviour, advantages, cap)
+          : ppoClipLoss(logp, behaviour, advantages, opts.clipLow, opts.clipHigh);
+    tokenLoss = ppo.loss;
+    own.push(tf.keep(tf.sum(tf.mul(ppo.clipped, mask))));
+    if (refLp) {
+      const k3 = k3Kl(logp, refLp);
+      own.push(tf.keep(tf.sum(tf.mul(k3, mask))));
+      tokenLoss = tf.add(tokenLoss, tf.mul(k3, opts.klCoef));
+    }
+  }
+  const tokenEntropy = entropy(logits, temperature);
+  stats.push(tf.keep(tf.sum(tf.mul(tokenEntropy, mask))), ...own);
+  const entropyCoef = opts.loss !== 'sft' ? (opts.entropyCoef ?? 0) : 0;
+  if (entropyCoef > 0) tokenLoss = tf.sub(tokenLoss, tf.mul(tokenEntropy, entropyCoef));
+  return tf.div(tf.sum(tf.mul(tokenLoss, mask)), settings.denominator) as tf.Scalar;
+}
+
+/** What each pass's scalars hold beyond loss and entropy: the clipped count (policy losses), the k3 sum. */
+function scalarLayoutOf(settings: LossSettings): ScalarLayout {
+  return { clipped: settings.opts.loss !== 'sft', kl: settings.useKl };
+}
+
+/** The loss (0) and kept statistics (0 each, in `layout`) of a pass without loss entries. */
+function noEntries(layout: ScalarLayout, stats: tf.Tensor[]): tf.Scalar {
+  const count = 1 + (layout.clipped ? 1 : 0) + (layout.kl ? 1 : 0);
+  for (let i = 0; i < count; i++) stats.push(tf.keep(tf.scalar(0)));
+  return tf.scalar(0);
+}
+
+/** Logprobs of a pass's targets [N] without a gradient (reference or proximal), behind the trunk keys `before`. */
+function constantLogprobs(settings: LossSettings, batch: LossInputs, weights: () => ModelWeights, before: GroupedKv[] | null): tf.Tensor1D {
+  return tf.tidy(() => targetLogprobs(batch.logits(weights(), { before }), batch.targets, settings.temperature));
+}
+
+/**
+ * A trunk's keys and values per layer, without a gradient, under `weights`, and its own entries' logprobs when
+ * `logprobs` (the reference's for KL; the proximal policy's for decoupled PPO): null when not asked or it has none.
+ */
+function trunkKeys(settings: LossSettings, trunk: LossInputs, weights: () => ModelWeights, logprobs: boolean): { kv: GroupedKv[]; logprobs: tf.Tensor1D | null } {
+  const lp = logprobs && trunk.targets.length > 0;
+  // Out of the tidy as one flat list (k_0, v_0, k_1, v_1, …, then the logprobs): what tf.tidy can hand back.
+  const flat = tf.tidy(() => {
+    const keep: GroupedKv[] = [];
+    const logits = trunk.logits(weights(), { keep });
+    return [...keep.flatMap(({ k, v }) => [k, v]), ...(lp ? [targetLogprobs(logits, trunk.targets, settings.temperature)] : [])];
+  });
+  const layers = Math.floor(flat.length / 2);
+  return { kv: Array.from({ length: layers }, (_, l) => ({ k: flat[2 * l] as tf.Tensor3D, v: flat[2 * l + 1] as tf.Tensor3D })), logprobs: lp ? (flat[2 * layers] as tf.Tensor1D) : null };
+}
+
+/** Add `grads` into `sums` in place, disposing the addends; a gradient a pass does not produce (a parameter it does not reach) adds nothing. */
+function accumulate(sums: (tf.Tensor | null)[], grads: (tf.Tensor | undefined)[]): void {
+  grads.forEach((g, i) => {
+    if (!g) return;
+    const prev = sums[i];
+    sums[i] = prev ? tf.add(prev, g) : g;
+    if (prev) {
+      prev.dispose();
+      g.dispose();
+    }
+  });
+}
+
 /**
  * The gradient of the batch's loss, accumulated over micro-batches: each micro-batch's summed token loss is divided
  * by the batch-wide denominator, so the sum equals the gradient of the whole batch's loss whatever the packing.
+ * A run of micro-batches behind a trunk goes: trunk keys (no gradient) → each micro-batch, its gradient taken for
+ * the parameters and the trunk's keys → the trunk's own pass with the summed key gradients (see the module comment).
  */
 export function batchGradients(state: TrainState, samples: TrainSample[], opts: TrainOptions): BatchGradients {
   const { cfg } = state;
   validateSamples(cfg, samples);
-  const temperature = opts.temperature ?? 1;
   const useKl = usesKl(state, opts);
-  const cap = importanceCap(opts);
   const trainedTokens = samples.reduce((a, s) => a + s.lossMask.reduce((x, m) => x + (m ? 1 : 0), 0), 0);
-  const denominator = opts.normalization === 'token-sum' ? tokenSumDivisor(opts, samples.length) : Math.max(1, trainedTokens);
-  const microBatches = lossMicroBatches(cfg, samples, opts);
-  let accumulated: tf.Tensor[] | null = null;
+  const settings: LossSettings = {
+    opts,
+    temperature: opts.temperature ?? 1,
+    cap: importanceCap(opts),
+    denominator: opts.normalization === 'token-sum' ? tokenSumDivisor(opts, samples.length) : Math.max(1, trainedTokens),
+    useKl,
+  };
+  const layout = scalarLayoutOf(settings);
+  const policy = () => fuseWeights(cfg, effectiveParams(state.params, state.lora));
+  const reference = () => fuseWeights(cfg, state.reference!);
+  // Decoupled PPO's proximal policy: these weights before the update (every micro-batch's gradient is taken before
+  // the optimizer steps), recomputed without a gradient.
+  const decoupled = opts.loss === 'decoupled-ppo';
+  const runs = lossRuns(cfg, samples, opts);
+  const accumulated: (tf.Tensor | null)[] = state.trainable.map(() => null);
   const scalars: tf.Tensor[] = [];
-  for (const batch of microBatches) {
-    const refLp = useKl ? tf.tidy(() => targetLogprobs(batch.logits(fuseWeights(cfg, state.reference!)), batch.targets, temperature)) : null;
-    // Decoupled PPO's proximal policy: these weights before the update (every micro-batch's gradient is taken
-    // before the optimizer steps), recomputed without a gradient.
-    const proxLp = opts.loss === 'decoupled-ppo' ? tf.tidy(() => targetLogprobs(batch.logits(fuseWeights(cfg, effectiveParams(state.params, state.lora))), batch.targets, temperature)) : null;
-    const stats: tf.Tensor[] = [];
-    const { value, grads } = tf.variableGrads(() => {
-      const mask = tf.tensor1d(batch.mask);
-      const logits = batch.logits(fuseWeights(cfg, effectiveParams(state.params, state.lora))); // [N, V]
-      const logp = targetLogprobs(logits, batch.targets, temperature); // [N]
-      let tokenLoss: tf.Tensor1D;
-      if (opts.loss === 'sft') {
-        tokenLoss = nllLoss(logp);
-      } else {
-        const behaviour = tf.tensor1d(batch.oldLogprobs);
-        const advantages = tf.tensor1d(batch.advantages);
-        const ppo =
-          opts.loss === 'decoupled-ppo'
-            ? decoupledPpoLoss(logp, proxLp!, behaviour, advantages, opts.clipLow, opts.clipHigh, cap)
-            : opts.loss === 'truncated-is'
-              ? truncatedIsLoss(logp, behaviour, advantages, cap)
-              : ppoClipLoss(logp, behaviour, advantages, opts.clipLow, opts.clipHigh);
-        tokenLoss = ppo.loss;
-        stats.push(tf.keep(tf.sum(tf.mul(ppo.clipped, mask))));
-        if (refLp) {
-          const k3 = k3Kl(logp, refLp);
-          stats.push(tf.keep(tf.sum(tf.mul(k3, mask))));
-          tokenLoss = tf.add(tokenLoss, tf.mul(k3, opts.klCoef));
-        }
-      }
-      const tokenEntropy = entropy(logits, temperature);
-      stats.unshift(tf.keep(tf.sum(tf.mul(tokenEntropy, mask))));
-      const entropyCoef = opts.loss !== 'sft' ? (opts.entropyCoef ?? 0) : 0;
-      if (entropyCoef > 0) tokenLoss = tf.sub(tokenLoss, tf.mul(tokenEntropy, entropyCoef));
-      return tf.div(tf.sum(tf.mul(tokenLoss, mask)), denominator) as tf.Scalar;
-    }, state.trainable);
-    refLp?.dispose();
-    proxLp?.dispose();
-    const ordered = state.trainable.map((v) => grads[v.name]);
-    if (accumulated === null) {
-      accumulated = ordered;
-    } else {
-      const prev: tf.Tensor[] = accumulated;
-      accumulated = prev.map((g, i) => {
-        const sum = tf.add(g, ordered[i]);
-        g.dispose();
-        ordered[i].dispose();
-        return sum;
-      });
+  let microBatches = 0;
+  let computedTokens = 0;
+  for (const run of runs) {
+    // The trunk's keys under the policy (a micro-batch's gradient inputs) and under the reference (for its KL).
+    const policyTrunk = run.trunk ? trunkKeys(settings, run.trunk, policy, decoupled) : null;
+    const refTrunk = run.trunk && useKl ? trunkKeys(settings, run.trunk, reference, true) : null;
+    const inputs = policyTrunk ? trunkInputs(policyTrunk.kv) : null;
+    const inputVariables = inputs ? inputs.flatMap((kv) => [kv.k, kv.v] as tf.Variable[]) : [];
+    const keyGrads: (tf.Tensor | null)[] = inputVariables.map(() => null);
+    for (const batch of run.microBatches) {
+      const refLp = useKl ? constantLogprobs(settings, batch, reference, refTrunk?.kv ?? null) : null;
+      const proxLp = decoupled ? constantLogprobs(settings, batch, policy, inputs) : null;
+      const stats: tf.Tensor[] = [];
+      const { value, grads } = tf.variableGrads(() => entryLoss(settings, batch, batch.logits(policy(), { before: inputs }), refLp, proxLp, stats), [...state.trainable, ...inputVariables]);
+      tf.dispose([refLp, proxLp].filter((t): t is tf.Tensor1D => t !== null));
+      accumulate(accumulated, state.trainable.map((v) => grads[v.name]));
+      accumulate(keyGrads, inputVariables.map((v) => grads[v.name]));
+      scalars.push(value, ...stats);
+      microBatches++;
+      computedTokens += batch.computedTokens;
     }
-    scalars.push(value, ...stats);
+    if (run.trunk && policyTrunk && inputs) {
+      const trunk = run.trunk;
+      const stats: tf.Tensor[] = [];
+      let loss: tf.Scalar | null = null;
+      const { value, grads } = tf.variableGrads(() => {
+        const keep: GroupedKv[] = [];
+        const logits = trunk.logits(policy(), { keep });
+        // A trunk of prompt tokens has no entries of its own: only the chain rule to its keys.
+        loss = tf.keep(trunk.targets.length > 0 ? entryLoss(settings, trunk, logits, refTrunk?.logprobs ?? null, policyTrunk.logprobs, stats) : noEntries(layout, stats));
+        return tf.add(loss, trunkSurrogate(keep, keyGrads)) as tf.Scalar;
+      }, state.trainable);
+      value.dispose();
+      accumulate(accumulated, state.trainable.map((v) => grads[v.name]));
+      scalars.push(loss!, ...stats);
+      computedTokens += trunk.computedTokens;
+      tf.dispose(keyGrads.filter((g): g is tf.Tensor => g !== null));
+      tf.dispose(inputVariables);
+      disposeKv(policyTrunk.kv);
+      tf.dispose(policyTrunk.logprobs ? [policyTrunk.logprobs] : []);
+      if (refTrunk) {
+        disposeKv(refTrunk.kv);
+        tf.dispose(refTrunk.logprobs ? [refTrunk.logprobs] : []);
+      }
+    }
   }
-  return { grads: accumulated!, scalars, scalarLayout: { clipped: opts.loss !== 'sft', kl: useKl }, microBatches: microBatches.length, computedTokens: microBatches.reduce((a, b) => a + b.computedTokens, 0) };
+  const grads = accumulated.map((g, i) => g ?? tf.zerosLike(state.trainable[i]));
+  return { grads, scalars, scalarLayout: layout, microBatches, computedTokens };
 }
 
 /**

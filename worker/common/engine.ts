@@ -198,7 +198,8 @@ export interface TrainMetrics {
   trainedTokens: number;
   microBatches: number;
   /**
-   * Tokens the forward passes computed: a prefix shared in a micro-batch's tree once, padded rows in full. The engine
+   * Tokens the forward passes computed: a prefix shared in a micro-batch's tree once, a trunk shared by several
+   * micro-batches once per step, padded rows in full. The engine
    * always reports it and `packing`; steps recorded before tree packing existed have neither.
    */
   computedTokens?: number;

@@ -6,6 +6,9 @@ import { type BatchGradients, sumMicroBatchScalars } from '../train.ts';
 export interface ReadBatchGradients {
   loss: number;
   entropy: number;
+  /** Σ k3 over the trained tokens (0 without a KL term) and the clipped count (0 for SFT). */
+  kl: number;
+  clipped: number;
   /** One per trainable variable, in the state's order. */
   grads: Float32Array[];
   computedTokens: number;
@@ -20,5 +23,5 @@ export async function readBatchGradients(out: BatchGradients): Promise<ReadBatch
     values.slice(0, out.scalars.length).map((v) => v[0]),
     out.scalarLayout,
   );
-  return { loss: sums.loss, entropy: sums.entropy, grads: values.slice(out.scalars.length), computedTokens: out.computedTokens, microBatches: out.microBatches };
+  return { loss: sums.loss, entropy: sums.entropy, kl: sums.kl, clipped: sums.clipped, grads: values.slice(out.scalars.length), computedTokens: out.computedTokens, microBatches: out.microBatches };
 }
