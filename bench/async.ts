@@ -18,6 +18,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { TrainLoss } from '../worker/common/engine.ts';
 import { DEFAULT_DEMO, runDemo, type DemoResult } from '../swarm/node/demo/demo.ts';
+import { DEFAULT_SCRIPTS } from '../swarm/node/demo/scenarios.ts';
 import { dataPaths } from '../swarm/node/paths.ts';
 import { listEpisodes } from '../swarm/node/store/episode-list.ts';
 import { openStoreReadOnly } from '../swarm/node/store/read-only.ts';
@@ -55,7 +56,7 @@ export default async function asyncBench(ctx: BenchContext): Promise<Record<stri
   for (const { mode, staleness, loss } of MODES) {
     const out = mkdtempSync(join(tmpdir(), `agentjet-bench-async-${mode}-`));
     ctx.log(`${mode}: eval ${evalTasks} held-out tasks, ${steps} steps, eval again …`);
-    const result = await runDemo({ ...DEFAULT_DEMO, steps, evalTasks, out, script: SLOW_AGENT, staleness, loss }, (p) => {
+    const result = await runDemo({ ...DEFAULT_DEMO, steps, evalTasks, out, script: SLOW_AGENT, reward: DEFAULT_SCRIPTS.calculator.reward, staleness, loss }, (p) => {
       if (p.phase === 'train') ctx.log(`${mode}: step ${p.step}/${p.total} (${p.record.wallS.toFixed(0)} s)`);
     });
     const records = result.stepRecords;

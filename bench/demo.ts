@@ -1,33 +1,79 @@
 /**
- * The full demo as a benchmark: `npm run bench -- demo [--json] [--steps N]`. Runs exactly what `agentjet demo`
- * runs (eval on the held-out tasks, training, eval again) and reports the demo's summary fields.
+ * The demo's scenarios as a benchmark: `npm run bench -- demo [--scenario NAME|all] [--steps N] [--json]`. Runs
+ * exactly what `agentjet demo --scenario NAME` runs (eval on the held-out tasks, training, eval again) and reports
+ * held-out success before and after, per task, with the wall time.
+ *
+ * The cocktail is also compared with each of its tasks trained alone on the same model and the same budget (the
+ * same steps of the same batch size): `alone_before`/`alone_after` beside each task's cocktail figures.
  */
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { DEFAULT_DEMO, runDemo } from '../swarm/node/demo/demo.ts';
+import { demoSummary } from '../swarm/node/demo/demo-command.ts';
+import { DEFAULT_DEMO, runDemo, type DemoOptions, type DemoResult } from '../swarm/node/demo/demo.ts';
 import { writeDemoReport } from '../swarm/node/demo/report.ts';
-import { type BenchContext, formatTable } from './report.ts';
+import { parseScenario, SCENARIO_MODELS, SCENARIO_NAMES, scenarioDefaults, type ScenarioName } from '../swarm/node/demo/scenarios.ts';
+import { type BenchContext, formatTable, type Row } from './report.ts';
+
+/** The scenario each cocktail task is trained alone in (the same agent, tasks and model). */
+const ALONE: Record<string, ScenarioName> = { calculator: 'calculator', guess: 'multi-turn' };
+
+function flag(ctx: BenchContext, name: string): string | undefined {
+  const i = ctx.args.indexOf(name);
+  return i >= 0 ? ctx.args[i + 1] : undefined;
+}
 
 export default async function demoBench(ctx: BenchContext) {
-  const stepsArg = ctx.args.indexOf('--steps');
-  const steps = stepsArg >= 0 ? Number(ctx.args[stepsArg + 1]) : DEFAULT_DEMO.steps;
-  const out = mkdtempSync(join(tmpdir(), 'agentjet-bench-demo-'));
-  const result = await runDemo({ ...DEFAULT_DEMO, steps, out }, (p) => {
-    if (p.phase === 'train') ctx.log(`step ${p.step}/${p.total} reward ${p.record.rewardMean.toFixed(3)} (${p.record.wallS.toFixed(0)} s)`);
-    if (p.phase === 'eval' && p.done === p.total) ctx.log(`eval ${p.label}: success ${p.successRate.toFixed(3)}`);
-  });
-  const report = writeDemoReport(result);
-  const summary = {
-    steps: result.steps,
-    wall_s: result.wall_s,
-    episodes: result.episodes,
-    eval_before: result.eval_before,
-    eval_after: result.eval_after,
-    merge_token_ratio: result.merge_token_ratio,
-    backend: result.backend,
+  const which = flag(ctx, '--scenario') ?? 'calculator';
+  const scenarios = which === 'all' ? [...SCENARIO_NAMES] : [parseScenario(which)];
+  const steps = flag(ctx, '--steps');
+  const evalTasks = flag(ctx, '--eval-tasks');
+  const run = async (options: DemoOptions): Promise<DemoResult> => {
+    const result = await runDemo(options, (p) => {
+      if (p.phase === 'train') ctx.log(`${options.scenario} step ${p.step}/${p.total} reward ${p.record.rewardMean.toFixed(3)} discarded ${(p.record.discardedShare ?? 0).toFixed(2)} (${p.record.wallS.toFixed(0)} s)`);
+      if (p.phase === 'eval' && p.done === p.total) ctx.log(`${options.scenario} eval ${p.label}: success ${p.successRate.toFixed(3)} ${JSON.stringify(p.byTask)}`);
+    });
+    ctx.log(`${options.scenario} report: ${writeDemoReport(result)}`);
+    return result;
   };
-  console.log(formatTable([{ ...summary, gain_pp: Math.round((result.eval_after - result.eval_before) * 1000) / 10 }]));
-  ctx.log(`report: ${report}`);
-  return summary;
+  const optionsOf = (scenario: ScenarioName, model?: string): DemoOptions => ({
+    ...DEFAULT_DEMO,
+    ...scenarioDefaults(scenario),
+    scenario,
+    ...(model ? { model } : {}),
+    ...(steps ? { steps: Number(steps) } : {}),
+    ...(evalTasks ? { evalTasks: Number(evalTasks) } : {}),
+    out: mkdtempSync(join(tmpdir(), `agentjet-bench-demo-${scenario}-`)),
+  });
+
+  const rows: Row[] = [];
+  const results = [];
+  for (const scenario of scenarios) {
+    const result = await run(optionsOf(scenario));
+    const summary: Record<string, unknown> = demoSummary(result);
+    for (const task of result.tasks) {
+      const row: Row = {
+        scenario,
+        task: task.name,
+        held_out: task.evalAfter.episodes,
+        before: task.evalBefore.successRate,
+        after: task.evalAfter.successRate,
+        gain_pp: Math.round((task.evalAfter.successRate - task.evalBefore.successRate) * 1000) / 10,
+        steps: result.steps,
+        wall_s: result.wall_s,
+      };
+      if (scenario === 'cocktail') {
+        // The same model, settings and steps, on this task alone.
+        const alone = await run({ ...optionsOf(ALONE[task.name], SCENARIO_MODELS.cocktail), steps: result.steps, batchTasks: result.options.batchTasks, groupSize: result.options.groupSize, learningRate: result.options.learningRate });
+        row.alone_before = alone.eval_before;
+        row.alone_after = alone.eval_after;
+        row.vs_alone_pp = Math.round((task.evalAfter.successRate - alone.eval_after) * 1000) / 10;
+        (summary.tasks as Record<string, Record<string, unknown>>)[task.name].alone = { eval_before: alone.eval_before, eval_after: alone.eval_after, wall_s: alone.wall_s };
+      }
+      rows.push(row);
+    }
+    results.push(summary);
+  }
+  console.log(formatTable(rows));
+  return results.length === 1 ? results[0] : { scenarios: results };
 }

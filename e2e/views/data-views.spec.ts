@@ -107,12 +107,12 @@ test('the merge view draws the lanes and calls of the export, with its savings a
 
 test('drop a script to attach it, hot-swap a new version, pause it', async ({ page, openView }, testInfo) => {
   await openView('clients');
-  const scriptPath = path.join(REPO_ROOT, 'examples/guess-the-number/agent.mjs');
+  const scriptPath = path.join(REPO_ROOT, 'examples/guess-the-number/agent.py');
   const script = readFileSync(scriptPath);
   // The browser path: the dropped file's content is uploaded (Electron would send its path instead).
   await page
     .getByTestId('script-input')
-    .setInputFiles({ name: 'guess.mjs', mimeType: 'text/javascript', buffer: script });
+    .setInputFiles({ name: 'guess.py', mimeType: 'text/x-python', buffer: script });
   await expect(page.getByTestId('attach-name')).toHaveValue('guess');
   await page
     .getByTestId('attach-tasks-file')
@@ -127,10 +127,10 @@ test('drop a script to attach it, hot-swap a new version, pause it', async ({ pa
   await page.getByTestId('drop-zone').evaluate(
     (zone, text) => {
       const transfer = new DataTransfer();
-      transfer.items.add(new File([text], 'guess.mjs', { type: 'text/javascript' }));
+      transfer.items.add(new File([text], 'guess.py', { type: 'text/x-python' }));
       zone.dispatchEvent(new DragEvent('drop', { dataTransfer: transfer, bubbles: true, cancelable: true }));
     },
-    `${script.toString('utf8')}\n// v2: same game, new hash\n`,
+    `${script.toString('utf8')}\n# v2: same game, new hash\n`,
   );
   await expect(page.getByTestId('attach-submit')).toHaveText('Hot-swap to v2');
   await page.getByTestId('attach-submit').click();

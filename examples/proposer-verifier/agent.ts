@@ -1,52 +1,120 @@
 /**
- * A two-model team: the proposer answers a yes/no arithmetic claim, the verifier checks the proposer's answer.
- * The environment knows the truth (task.truth) and rewards each role separately:
- *   proposer: 1 when its answer is right;  verifier: 1 when its verdict (agree/disagree) is right.
+ * A two-model team: the proposer answers an arithmetic question (it may call `calc`), the verifier checks the
+ * proposed answer (it may call `calc` too) and says accept or reject. The environment (this script) knows the
+ * answer and rewards each role separately:
+ *   proposer: 1 when its answer is right;  verifier: 1 when its verdict is right (accept a right answer, reject a
+ *   wrong one). The team succeeds when a right answer is accepted.
  * Attach with `--team proposer=MODEL_A,verifier=MODEL_B`; the runner sets OPENAI_*_PROPOSER / _VERIFIER.
+ *
+ * The prompts are exported so that the builtin team model's warm start (swarm/node/demo/sft-corpus.ts) is trained on
+ * exactly what this agent sends. The script is copied alone when attached, so it imports nothing of its folder.
  */
 import OpenAI from 'openai';
+import { pathToFileURL } from 'node:url';
 
-interface Task {
+export interface TeamTask {
   id: string;
-  claim: string;
-  truth: boolean;
+  question: string;
+  expression: string;
+  answer: number;
+  split?: string;
 }
 
-const task = JSON.parse(process.env.AGENTJET_TASK!) as Task;
+export type Role = 'PROPOSER' | 'VERIFIER';
 
-function clientFor(role: 'PROPOSER' | 'VERIFIER') {
-  return {
-    openai: new OpenAI({ baseURL: process.env[`OPENAI_BASE_URL_${role}`], apiKey: process.env[`OPENAI_API_KEY_${role}`], maxRetries: 0 }),
-    model: process.env[`AGENTJET_MODEL_${role}`]!,
-  };
+export const PROPOSER_PROMPT = 'Use calc.';
+export const VERIFIER_PROMPT = 'Check with calc. Say accept or reject.';
+
+export const TOOLS: OpenAI.ChatCompletionFunctionTool[] = [
+  {
+    type: 'function',
+    function: {
+      name: 'calc',
+      description: 'Evaluate arithmetic',
+      parameters: { type: 'object', properties: { expr: { type: 'string' } }, required: ['expr'] },
+    },
+  },
+];
+
+const MAX_TURNS = 3;
+
+/** The tool: two integers and one of + - * (nothing else is evaluated). */
+function calc(expr: string): string {
+  const m = /^\s*(-?\d+)\s*([+\-*])\s*(-?\d+)\s*$/.exec(expr);
+  if (!m) return 'error';
+  const a = Number(m[1]);
+  const b = Number(m[3]);
+  return String(m[2] === '+' ? a + b : m[2] === '-' ? a - b : a * b);
 }
 
-async function say(role: 'PROPOSER' | 'VERIFIER', system: string, user: string): Promise<string> {
-  const { openai, model } = clientFor(role);
-  const completion = await openai.chat.completions.create({
-    model,
-    messages: [
-      { role: 'system', content: system },
-      { role: 'user', content: user },
-    ],
-    max_tokens: 8,
-  });
-  return completion.choices[0].message.content ?? '';
+function callExpression(argumentsJson: string): string {
+  try {
+    return String((JSON.parse(argumentsJson) as { expr?: unknown }).expr ?? '');
+  } catch {
+    return '';
+  }
 }
 
-/** "yes"/"no" (or "agree"/"disagree") read leniently; anything else counts as no answer. */
-function yesNo(text: string, yes: string, no: string): boolean | null {
+/** The last number of a reply ('' when it has none). */
+export function lastNumber(text: string): string {
+  const numbers = text.match(/-?\d+/g) ?? [];
+  return numbers.length ? numbers[numbers.length - 1] : '';
+}
+
+/** The verifier's verdict read leniently: accept, reject, or none (which is never right). */
+export function verdictOf(text: string): 'accept' | 'reject' | null {
   const t = text.toLowerCase();
-  if (t.includes(no)) return false;
-  if (t.includes(yes)) return true;
+  if (t.includes('reject')) return 'reject';
+  if (t.includes('accept')) return 'accept';
   return null;
 }
 
-const proposal = await say('PROPOSER', 'Is the claim true? Answer yes or no.', task.claim);
-const proposed = yesNo(proposal, 'yes', 'no');
-const verdict = await say('VERIFIER', 'Another model answered a yes/no question. Reply agree or disagree.', `Claim: ${task.claim}\nAnswer: ${proposal}`);
-const agrees = yesNo(verdict, 'agree', 'disagree');
+export function proposerMessages(task: Pick<TeamTask, 'question'>): OpenAI.ChatCompletionMessageParam[] {
+  return [
+    { role: 'system', content: PROPOSER_PROMPT },
+    { role: 'user', content: task.question },
+  ];
+}
 
-const proposerRight = proposed === task.truth;
-const verifierRight = agrees !== null && agrees === proposerRight;
-console.log(JSON.stringify({ rewards: { proposer: proposerRight ? 1 : 0, verifier: verifierRight ? 1 : 0 }, success: proposerRight }));
+export function verifierMessages(task: Pick<TeamTask, 'question'>, proposal: string): OpenAI.ChatCompletionMessageParam[] {
+  return [
+    { role: 'system', content: VERIFIER_PROMPT },
+    { role: 'user', content: `${task.question} Answer: ${proposal}` },
+  ];
+}
+
+/** One role's turn: tool calls answered with `calc` until it replies in words. */
+async function converse(role: Role, messages: OpenAI.ChatCompletionMessageParam[]): Promise<string> {
+  const openai = new OpenAI({ baseURL: process.env[`OPENAI_BASE_URL_${role}`], apiKey: process.env[`OPENAI_API_KEY_${role}`], maxRetries: 0 });
+  const model = process.env[`AGENTJET_MODEL_${role}`]!;
+  for (let turn = 0; turn < MAX_TURNS; turn++) {
+    const completion = await openai.chat.completions.create({ model, messages, tools: TOOLS, max_tokens: 64 });
+    const message = completion.choices[0].message;
+    messages.push(message);
+    if (!message.tool_calls?.length) return message.content ?? '';
+    for (const call of message.tool_calls) {
+      if (call.type !== 'function') continue;
+      messages.push({ role: 'tool', tool_call_id: call.id, content: calc(callExpression(call.function.arguments)) });
+    }
+  }
+  return '';
+}
+
+async function main(): Promise<void> {
+  const task = JSON.parse(process.env.AGENTJET_TASK!) as TeamTask;
+  const proposal = lastNumber(await converse('PROPOSER', proposerMessages(task)));
+  const verdict = verdictOf(await converse('VERIFIER', verifierMessages(task, proposal)));
+  const right = proposal !== '' && Number(proposal) === task.answer;
+  const verifierRight = verdict !== null && (verdict === 'accept') === right;
+  const accepted = verdict === 'accept';
+  console.log(
+    JSON.stringify({
+      rewards: { proposer: right ? 1 : 0, verifier: verifierRight ? 1 : 0 },
+      success: right && accepted,
+      metrics: { proposer_right: right ? 1 : 0, verifier_right: verifierRight ? 1 : 0, accepted: accepted ? 1 : 0 },
+    }),
+  );
+}
+
+// Run only as a script: the warm start imports the prompts above.
+if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) await main();

@@ -82,6 +82,9 @@ describe('demo', () => {
     expect((await runMain(['demo', '--tasks', 't.jsonl', '--no-ui'])).code).toBe(2);
     expect((await runMain(['demo', '--steps', 'x', '--no-ui'])).code).toBe(2);
     expect((await runMain(['demo', '--lr', '-1', '--no-ui'])).code).toBe(2);
+    expect((await runMain(['demo', '--scenario', 'maze', '--no-ui'])).code).toBe(2);
+    expect((await runMain(['demo', '--scenario', 'all', '--script', 'a.ts', '--no-ui'])).code).toBe(2);
+    expect((await runMain(['demo', '--scenario', 'cocktail', '--script', 'a.ts', '--no-ui'])).code).toBe(2);
   });
 });
 

@@ -1,6 +1,7 @@
 /**
- * `agentjet demo`: trains the builtin model on the calculator agent end to end on this machine and writes a run
- * folder with a report. `--json` prints the summary as the last line of stdout; progress goes to stderr.
+ * `agentjet demo`: trains a builtin model on a scenario's agents (the calculator by default) end to end on this
+ * machine and writes a run folder with a report. `--scenario all` runs every scenario, one run folder each.
+ * `--json` prints the summary as the last line of stdout; progress goes to stderr.
  */
 import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
@@ -10,22 +11,29 @@ import { parsePositiveInt, UsageError, type Command } from '../cli/command.ts';
 import { formatDuration, ProgressBar } from '../cli/progress.ts';
 import { DEFAULT_DEMO, demoDataDir, runDemo, type DemoOptions, type DemoProgress, type DemoResult } from './demo.ts';
 import { writeDemoReport } from './report.ts';
+import { parseScenario, SCENARIO_MODELS, SCENARIO_NAMES, ScenarioError, type ScenarioName, scenarioDefaults, scenarioPlan } from './scenarios.ts';
 
-const USAGE = `agentjet demo [--steps N] [--json] [--out DIR] [--model builtin:tiny|HF_FOLDER]
-                 [--script FILE --tasks FILE.jsonl [--reward FILE]] [--lr X] [--group-size N] [--batch-tasks N]
+const USAGE = `agentjet demo [--scenario NAME|all] [--steps N] [--json] [--out DIR] [--model builtin:NAME|HF_FOLDER]
+                 [--script FILE [--tasks FILE.jsonl] [--reward FILE]] [--lr X] [--group-size N] [--batch-tasks N]
                  [--eval-tasks N] [--eval-temperature T] [--two-process] [--no-ui]
 
-Starts a peer with the model, attaches the calculator agent (examples/calculator) with its tasks, evaluates on
-${DEFAULT_DEMO.evalTasks} held-out tasks, trains --steps steps (default ${DEFAULT_DEMO.steps}) through the real training loop, evaluates again,
-and writes runs/<time>/report.md with SVG plots and summary.json.
+Starts a peer with the scenario's model, attaches its agents with their tasks, evaluates on ${DEFAULT_DEMO.evalTasks} held-out
+tasks per task, trains --steps steps (default ${DEFAULT_DEMO.steps}) through the real training loop, evaluates again, and writes
+runs/<time>/report.md with SVG plots and summary.json.
 
-  --script, --tasks, --reward   your own agent script, task file (held-out tasks carry "split": "eval") and grader
+  --scenario                    ${SCENARIO_NAMES.map((n) => `${n} (${SCENARIO_MODELS[n]})`).join(', ')}; all: each in turn,
+                                one run folder each under --out. calculator: one agent with a tool; multi-turn:
+                                guess the number, an environment that answers every move (a Python agent);
+                                cocktail: both at once on one model, each task in its own runtime
+  --script, --tasks, --reward   your own agent script, task file (held-out tasks carry "split": "eval") and grader;
+                                without --tasks the script plays the scenario's tasks
   --model                       a Hugging Face model folder instead of the builtin one
   --two-process                 run the agents in a second peer process (a swarm client on this machine) that
                                 reaches the model over a private loopback swarm; this process hosts and trains it
   --eval-temperature            eval sampling temperature (default ${DEFAULT_DEMO.evalTemperature}: the policy as trained; 0: greedy)
   --no-ui                       do not build the UI when it is missing (the live UI's URL is printed at the start)
-  --json                        print {"steps","wall_s","episodes","eval_before","eval_after","merge_token_ratio","backend"} last`;
+  --json                        print {"scenario","steps","wall_s","episodes","eval_before","eval_after","merge_token_ratio","backend","tasks"} last
+                                (with --scenario all: {"scenarios": [...]})`;
 
 function positiveNumber(flag: string, value: string | undefined, fallback: number): number {
   if (value === undefined) return fallback;
@@ -34,21 +42,42 @@ function positiveNumber(flag: string, value: string | undefined, fallback: numbe
   return n;
 }
 
-export function demoOptionsFrom(values: Record<string, unknown>, now = new Date()): DemoOptions {
+/** The scenarios `--scenario` names: one, or all of them in turn. */
+export function scenariosFrom(values: Record<string, unknown>): ScenarioName[] {
+  const text = values.scenario as string | undefined;
+  if (text === 'all') {
+    if (values.script) throw new UsageError('--script replaces one scenario\'s agent; give --scenario NAME, not all');
+    return [...SCENARIO_NAMES];
+  }
+  try {
+    return [text === undefined ? DEFAULT_DEMO.scenario : parseScenario(text)];
+  } catch (err) {
+    if (err instanceof ScenarioError) throw new UsageError(err.message);
+    throw err;
+  }
+}
+
+export function demoOptionsFrom(values: Record<string, unknown>, now = new Date(), scenario: ScenarioName = scenariosFrom(values)[0]): DemoOptions {
   const str = (k: string) => values[k] as string | undefined;
   if (str('tasks') && !str('script')) throw new UsageError('--tasks needs --script (the agent that solves those tasks)');
   const stamp = now.toISOString().replace(/[:.]/g, '-').slice(0, 19);
+  const several = values.scenario === 'all';
+  if (str('script') && !str('tasks') && scenarioPlan(scenario, { evalTasks: 0, trainTasks: 0, seed: 0 }).tasks.length > 1) {
+    throw new UsageError(`--script replaces the agent of a one-task scenario; ${scenario} has several (give --tasks too, or another --scenario)`);
+  }
+  const defaults = { ...DEFAULT_DEMO, ...scenarioDefaults(scenario) };
   return {
-    ...DEFAULT_DEMO,
-    steps: parsePositiveInt('--steps', str('steps'), DEFAULT_DEMO.steps),
-    model: str('model') ?? DEFAULT_DEMO.model,
-    out: resolve(str('out') ?? join('runs', stamp)),
-    script: str('script') ?? DEFAULT_DEMO.script,
+    ...defaults,
+    scenario,
+    steps: parsePositiveInt('--steps', str('steps'), defaults.steps),
+    ...(str('model') ? { model: str('model') } : {}),
+    out: resolve(str('out') ?? join('runs', stamp), several ? scenario : '.'),
+    ...(str('script') ? { script: str('script') } : {}),
     tasks: str('tasks'),
-    reward: str('reward') ?? (str('script') ? undefined : DEFAULT_DEMO.reward),
-    learningRate: positiveNumber('--lr', str('lr'), DEFAULT_DEMO.learningRate),
-    groupSize: parsePositiveInt('--group-size', str('group-size'), DEFAULT_DEMO.groupSize),
-    batchTasks: parsePositiveInt('--batch-tasks', str('batch-tasks'), DEFAULT_DEMO.batchTasks),
+    reward: str('reward'),
+    learningRate: positiveNumber('--lr', str('lr'), defaults.learningRate),
+    groupSize: parsePositiveInt('--group-size', str('group-size'), defaults.groupSize),
+    batchTasks: parsePositiveInt('--batch-tasks', str('batch-tasks'), defaults.batchTasks),
     evalTasks: parsePositiveInt('--eval-tasks', str('eval-tasks'), DEFAULT_DEMO.evalTasks),
     evalTemperature: positiveNumber('--eval-temperature', str('eval-temperature'), DEFAULT_DEMO.evalTemperature),
     twoProcess: values['two-process'] === true,
@@ -61,14 +90,16 @@ function progressPrinter(): (p: DemoProgress) => void {
   let current = '';
   return (p) => {
     if (p.phase === 'start') {
-      process.stderr.write(`agentjet demo: ${p.model} on ${p.backend}; agents run ${p.agentsRun}\n  live UI: ${p.uiUrl}\n`);
+      process.stderr.write(`agentjet demo: scenario ${p.scenario} (${p.tasks.join(' + ')}): ${p.model} on ${p.backend}; agents run ${p.agentsRun}\n  live UI: ${p.uiUrl}\n`);
     } else if (p.phase === 'eval') {
       if (current !== `eval-${p.label}`) {
         current = `eval-${p.label}`;
         bar = new ProgressBar({ total: p.total, label: `eval ${p.label.padEnd(6)}` });
       }
-      bar!.update(p.done, { success: p.successRate.toFixed(2) });
-      if (p.done === p.total) bar!.done({ success: p.successRate.toFixed(2) });
+      const byTask = Object.keys(p.byTask).length > 1 ? Object.fromEntries(Object.entries(p.byTask).map(([task, rate]) => [task, rate.toFixed(2)])) : {};
+      const fields = { success: p.successRate.toFixed(2), ...byTask };
+      if (p.done === p.total) bar!.done(fields);
+      else bar!.update(p.done, fields);
     } else if (p.phase === 'train-start') {
       // Drawn now, so that elapsed time and ETA count the first step's rollouts too.
       current = 'train';
@@ -76,7 +107,17 @@ function progressPrinter(): (p: DemoProgress) => void {
       bar.update(0, {});
     } else if (p.phase === 'train') {
       const r = p.record;
-      const fields = { reward: r.rewardMean.toFixed(2), success: r.rolloutSuccessRate.toFixed(2), 'tok/s': Math.round(r.endToEndTokensPerS), calls: r.callsPerEpisode.toFixed(2), merge: `${r.mergeTokenRatio.toFixed(2)}x` };
+      const byTask = Object.keys(r.rolloutByTask).length > 1 ? Object.fromEntries(Object.entries(r.rolloutByTask).map(([task, t]) => [task, t.successRate.toFixed(2)])) : {};
+      const fields = {
+        reward: r.rewardMean.toFixed(2),
+        success: r.rolloutSuccessRate.toFixed(2),
+        ...byTask,
+        // Groups whose repeats all scored the same teach nothing and are left out: their share since the last step.
+        discarded: r.discardedShare === undefined ? '-' : r.discardedShare.toFixed(2),
+        'tok/s': Math.round(r.endToEndTokensPerS),
+        calls: r.callsPerEpisode.toFixed(2),
+        merge: `${r.mergeTokenRatio.toFixed(2)}x`,
+      };
       if (p.step === p.total) bar!.done(fields);
       else bar!.update(p.step, fields);
     }
@@ -112,16 +153,19 @@ export function lookAtRunLines(result: Pick<DemoResult, 'dataDir' | 'runId'>): s
   return lines;
 }
 
-function summaryLine(result: DemoResult): string {
-  const { steps, wall_s, episodes, eval_before, eval_after, merge_token_ratio, backend } = result;
-  return JSON.stringify({ steps, wall_s, episodes, eval_before, eval_after, merge_token_ratio, backend });
+/** The `--json` summary of one run: the demo's figures, and each task's held-out success before and after. */
+export function demoSummary(result: DemoResult) {
+  const { scenario, steps, wall_s, episodes, eval_before, eval_after, merge_token_ratio, backend, model } = result;
+  const tasks = Object.fromEntries(result.tasks.map((t) => [t.name, { eval_before: t.evalBefore.successRate, eval_after: t.evalAfter.successRate, episodes: t.evalAfter.episodes }]));
+  return { scenario, model, steps, wall_s, episodes, eval_before, eval_after, merge_token_ratio, backend, tasks };
 }
 
 export const demoCommand: Command = {
   name: 'demo',
-  summary: 'train the builtin model on the calculator agent end to end and write a report',
+  summary: 'train a builtin model on a scenario (calculator, multi-turn, cocktail) end to end and write a report',
   usage: USAGE,
   options: {
+    scenario: { type: 'string' },
     steps: { type: 'string' },
     json: { type: 'boolean' },
     out: { type: 'string' },
@@ -138,18 +182,27 @@ export const demoCommand: Command = {
     'two-process': { type: 'boolean' },
   },
   async run(values) {
-    const options = demoOptionsFrom(values);
+    const scenarios = scenariosFrom(values);
+    const now = new Date();
+    const runs = scenarios.map((scenario) => demoOptionsFrom(values, now, scenario));
     if (!values['no-ui']) ensureUiBuilt();
-    process.stderr.write(`agentjet demo: run folder ${options.out}\n  data dir: ${demoDataDir(options)}\n`);
-    const result = await runDemo(options, progressPrinter());
-    const report = writeDemoReport(result);
-    const gain = (result.eval_after - result.eval_before) * 100;
-    process.stderr.write(
-      `held-out success ${(result.eval_before * 100).toFixed(1)}% → ${(result.eval_after * 100).toFixed(1)}% (${gain >= 0 ? '+' : ''}${gain.toFixed(1)} pp) ` +
-        `in ${formatDuration(result.wall_s)}; report: ${report}\n`,
-    );
-    process.stderr.write(`To look at the run${result.runId ? ` ${result.runId}` : ''}:\n${lookAtRunLines(result).join('\n')}\n`);
-    if (values.json) process.stdout.write(summaryLine(result) + '\n');
+    const summaries = [];
+    for (const options of runs) {
+      process.stderr.write(`agentjet demo: run folder ${options.out}\n  data dir: ${demoDataDir(options)}\n`);
+      const result = await runDemo(options, progressPrinter());
+      const report = writeDemoReport(result);
+      const gain = (result.eval_after - result.eval_before) * 100;
+      process.stderr.write(
+        `held-out success ${(result.eval_before * 100).toFixed(1)}% → ${(result.eval_after * 100).toFixed(1)}% (${gain >= 0 ? '+' : ''}${gain.toFixed(1)} pp) ` +
+          `in ${formatDuration(result.wall_s)}; report: ${report}\n`,
+      );
+      if (result.tasks.length > 1) {
+        for (const t of result.tasks) process.stderr.write(`  ${t.name}: ${(t.evalBefore.successRate * 100).toFixed(1)}% → ${(t.evalAfter.successRate * 100).toFixed(1)}%\n`);
+      }
+      process.stderr.write(`To look at the run${result.runId ? ` ${result.runId}` : ''}:\n${lookAtRunLines(result).join('\n')}\n`);
+      summaries.push(demoSummary(result));
+    }
+    if (values.json) process.stdout.write(JSON.stringify(summaries.length === 1 ? summaries[0] : { scenarios: summaries }) + '\n');
     return 0;
   },
 };

@@ -37,8 +37,8 @@ export interface ClientPeerOptions {
   swarmToken: string;
   /** The server peer's libp2p address (with /p2p/<id>). */
   bootstrap: string;
-  /** The model the agents will use: the client waits until the swarm announces it. */
-  model: string;
+  /** The models the agents will use: the client waits until the swarm announces them. */
+  models: string[];
   timeoutMs?: number;
 }
 
@@ -54,7 +54,7 @@ export async function clientPeerProcess(options: ClientPeerOptions): Promise<Dem
   ]);
   const api = new PeerClient(peer.ready.apiUrl, peer.ready.token);
   try {
-    await waitForModel(api, options.model, options.timeoutMs ?? 60_000);
+    for (const model of options.models) await waitForModel(api, model, options.timeoutMs ?? 60_000);
   } catch (err) {
     await peer.stop();
     throw err;

@@ -7,6 +7,11 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'no
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { dataPaths } from '../paths.ts';
+import { openStoreReadOnly } from '../store/read-only.ts';
+import { listEpisodes } from '../store/episode-list.ts';
+import { getEpisode } from '../store/episode-reads.ts';
+import { trainStepEpisodes } from '../store/train-steps.ts';
 import { DEFAULT_DEMO, runDemo, type DemoOptions, type DemoProgress } from './demo.ts';
 import { writeDemoReport } from './report.ts';
 
@@ -90,6 +95,71 @@ describe('agentjet demo', () => {
   it('stops with DemoError when every group has the same reward (nothing to learn from)', async () => {
     const run = runDemo(options({ script: join(dir, 'constant.mjs'), out: join(dir, 'flat'), stallTimeoutS: 3 }));
     await expect(run).rejects.toMatchObject({ name: 'DemoError' });
+  }, 300_000);
+
+  it('trains the cocktail (a TypeScript and a Python agent) on one model, with each task’s figures kept apart', async () => {
+    const out = join(dir, 'cocktail');
+    const result = await runDemo({ ...DEFAULT_DEMO, scenario: 'cocktail', out, steps: 2, evalTasks: 3, trainTasks: 40, batchTasks: 2, groupSize: 2, evalConcurrency: 4 });
+    expect(result.tasks.map((t) => t.name)).toEqual(['calculator', 'guess']);
+    expect(result.steps).toBe(2);
+    expect(result.weightsChanged).toBe(true);
+
+    // Each task's held-out share is computed from its own eval episodes only (the store says which script ran each).
+    const db = openStoreReadOnly(dataPaths(result.dataDir).store);
+    try {
+      const episodes = listEpisodes(db, { limit: 500 }).episodes;
+      for (const task of result.tasks) {
+        for (const [label, evaluation] of [['before', task.evalBefore], ['after', task.evalAfter]] as const) {
+          const own = episodes.filter((e) => e.client === `eval-${label}-${task.name}`);
+          expect(own).toHaveLength(3);
+          expect(evaluation.episodes).toBe(3);
+          expect(evaluation.successRate).toBeCloseTo(own.filter((e) => e.success === true).length / 3, 10);
+        }
+      }
+      // Both tasks' train episodes reached the one model.
+      const trained = episodes.filter((e) => e.kind === 'train');
+      expect(new Set(trained.map((e) => e.client))).toEqual(new Set(['train-calculator', 'train-guess']));
+    } finally {
+      db.close();
+    }
+    const byTask = result.stepRecords.flatMap((r) => Object.keys(r.rolloutByTask));
+    expect(new Set(byTask)).toEqual(new Set(['calculator', 'guess']));
+    expect(result.eval_before).toBeCloseTo((result.tasks[0].evalBefore.successRate + result.tasks[1].evalBefore.successRate) / 2, 10);
+    expect(readFileSync(writeDemoReport(result), 'utf8')).toContain('Each task apart');
+  }, 300_000);
+
+  it('trains a team’s two models, each only on its own role’s episodes and rewards', async () => {
+    const out = join(dir, 'team');
+    const result = await runDemo({ ...DEFAULT_DEMO, scenario: 'team', out, steps: 2, evalTasks: 3, trainTasks: 40, batchTasks: 2, groupSize: 2, evalConcurrency: 4 });
+    expect(result.models.map((m) => m.name)).toEqual(['proposer', 'verifier']);
+    for (const model of result.models) {
+      expect(model.stepRecords).toHaveLength(2);
+      expect(model.weightsChanged).toBe(true);
+    }
+    const roles = result.tasks[0].roles!;
+    expect(Object.keys(roles)).toEqual(['proposer', 'verifier']);
+
+    const db = openStoreReadOnly(dataPaths(result.dataDir).store);
+    try {
+      for (const model of result.models) {
+        for (const record of model.stepRecords) {
+          const trained = trainStepEpisodes(db, model.name, record.step).map((id) => getEpisode(db, id)!);
+          expect(trained.length).toBeGreaterThan(0);
+          // A role's model is updated from its own episodes only, each carrying that role's reward.
+          expect(new Set(trained.map((e) => e.model))).toEqual(new Set([model.name]));
+          expect(record.rewardMean).toBeCloseTo(trained.reduce((a, e) => a + (e.reward ?? 0), 0) / trained.length, 10);
+        }
+      }
+      // Each held-out team run is one episode per role; a role's figure is the mean of its own episodes' rewards.
+      const held = listEpisodes(db, { limit: 500 }).episodes.filter((e) => e.client === 'eval-after');
+      for (const [role, figures] of Object.entries(roles)) {
+        const own = held.filter((e) => e.model === role);
+        expect(own).toHaveLength(3);
+        expect(figures.after).toBeCloseTo(own.reduce((a, e) => a + (e.reward ?? 0), 0) / 3, 10);
+      }
+    } finally {
+      db.close();
+    }
   }, 300_000);
 
   it('refuses a task file without held-out tasks', async () => {

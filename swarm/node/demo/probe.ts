@@ -12,6 +12,7 @@ import type { ChatMessage } from '../../../worker/tokenizer/types.ts';
 import { calc, callExpression } from '../../../examples/calculator/agent.ts';
 import grade from '../../../examples/calculator/reward.ts';
 import { CALC_TOOL, type CalcTask, firstMessages } from './calc-format.ts';
+import { type GuessTask, playGuess } from './guess-format.ts';
 
 /** The example's own grader, on the final answer's text: the probe scores exactly as the demo does. */
 const rewardFor = (task: CalcTask, answer: string) => grade({ task, output: { answer } }).reward;
@@ -28,15 +29,20 @@ export interface ProbeResult {
   directSuccess: number;
 }
 
-export async function probeCalculator(engine: TrainerEngine, tasks: CalcTask[], temperature: number, seed = 1): Promise<ProbeResult> {
+/** One assistant turn from the engine, rendered and decoded as the gateway does (up to `maxTokens`). */
+async function engineTurn(engine: TrainerEngine, messages: ChatMessage[], options: { tools?: typeof CALC_TOOL[]; temperature: number; seed: number; maxTokens: number }): Promise<string> {
   const { tokenizer, template } = builtinTokenizerBundle();
+  const promptIds = tokenizer.encode(template.render(messages, { ...(options.tools ? { tools: options.tools } : {}), addGenerationPrompt: true }));
+  const result = await engine.generate({
+    promptIds,
+    sampling: { maxTokens: options.maxTokens, temperature: options.temperature, topP: 1, topK: 0, seed: options.seed, stopTokenIds: [IM_END_ID], stopStrings: [], topLogprobs: 0 },
+  });
+  return tokenizer.decode(result.tokens.map((t) => t.id).filter((id) => id !== IM_END_ID));
+}
+
+export async function probeCalculator(engine: TrainerEngine, tasks: CalcTask[], temperature: number, seed = 1): Promise<ProbeResult> {
   const turn = async (messages: ChatMessage[], i: number) => {
-    const promptIds = tokenizer.encode(template.render(messages, { tools: [CALC_TOOL], addGenerationPrompt: true }));
-    const result = await engine.generate({
-      promptIds,
-      sampling: { maxTokens: 64, temperature, topP: 1, topK: 0, seed: seed * 100_003 + i, stopTokenIds: [IM_END_ID], stopStrings: [], topLogprobs: 0 },
-    });
-    const text = tokenizer.decode(result.tokens.map((t) => t.id).filter((id) => id !== IM_END_ID));
+    const text = await engineTurn(engine, messages, { tools: [CALC_TOOL], temperature, seed: seed * 100_003 + i, maxTokens: 64 });
     return parseAssistantOutput(text, 'hermes', { newToolCallId: () => 'call_0' });
   };
   const outcomes = await Promise.all(
@@ -68,4 +74,46 @@ export async function probeCalculator(engine: TrainerEngine, tasks: CalcTask[], 
 export function formatProbe(label: string, p: ProbeResult): string {
   const pct = (x: number) => `${(x * 100).toFixed(0)}%`;
   return `${label}: success ${pct(p.success)} · tool calls ${pct(p.toolRate)} (expr copied ${pct(p.exprCopied)}, right ${pct(p.toolSuccess)}) · direct right ${pct(p.directSuccess)} · ${p.tasks} held-out tasks`;
+}
+
+export interface GuessProbeResult {
+  tasks: number;
+  /** Share of games that found the secret within the moves. */
+  success: number;
+  /** Share of guesses inside the range still possible. */
+  inRange: number;
+  /** Share of guesses that halve the range (the middle number, either one when the count is even). */
+  halving: number;
+  meanReward: number;
+}
+
+/** Guess the number played directly against the engine (the agent's rules, guess-format.ts). */
+export async function probeGuess(engine: TrainerEngine, tasks: GuessTask[], temperature: number, seed = 1): Promise<GuessProbeResult> {
+  let guesses = 0;
+  let inRange = 0;
+  let halving = 0;
+  const games = await Promise.all(
+    tasks.map((task, i) =>
+      playGuess(task, async (messages, state) => {
+        const reply = await engineTurn(engine, messages, { temperature, seed: seed * 100_003 + i * 16 + state.used, maxTokens: 8 });
+        const guess = Number(reply.match(/\d+/)?.[0] ?? NaN);
+        guesses++;
+        if (guess >= state.low && guess <= state.high) inRange++;
+        if (guess === Math.floor((state.low + state.high) / 2) || guess === Math.ceil((state.low + state.high) / 2)) halving++;
+        return reply;
+      }),
+    ),
+  );
+  return {
+    tasks: tasks.length,
+    success: games.filter((g) => g.state.found).length / Math.max(1, games.length),
+    inRange: inRange / Math.max(1, guesses),
+    halving: halving / Math.max(1, guesses),
+    meanReward: games.reduce((a, g) => a + g.reward, 0) / Math.max(1, games.length),
+  };
+}
+
+export function formatGuessProbe(label: string, p: GuessProbeResult): string {
+  const pct = (x: number) => `${(x * 100).toFixed(0)}%`;
+  return `${label}: success ${pct(p.success)} · guesses in range ${pct(p.inRange)} · halving ${pct(p.halving)} · reward ${p.meanReward.toFixed(2)} · ${p.tasks} games`;
 }

@@ -25,12 +25,24 @@ function heldOutSection(result: DemoResult): string {
   const b = result.evalBefore;
   const a = result.evalAfter;
   const row = (when: string, e: typeof b) => [when, pct(e.successRate), e.meanReward.toFixed(3), String(e.aborted), `${e.wallS.toFixed(0)} s`];
+  const perTask =
+    result.tasks.length > 1
+      ? `\n\nEach task apart (the summary above and the plots' labels take their mean; train episodes were shared by weight):\n\n${markdownTable(
+          ['task', 'agent', 'weight', 'held-out tasks', 'before', 'after', 'change'],
+          result.tasks.map((t) => [t.name, t.script.split('/').slice(-2).join('/'), String(t.weight), String(t.evalAfter.episodes), pct(t.evalBefore.successRate), pct(t.evalAfter.successRate), `${((t.evalAfter.successRate - t.evalBefore.successRate) * 100).toFixed(1)} pp`]),
+        )}`
+      : '';
+  const roles = result.tasks.flatMap((t) => Object.entries(t.roles ?? {}).map(([role, r]) => [role, r.model, r.before.toFixed(3), r.after.toFixed(3), `${(r.after - r.before >= 0 ? '+' : '')}${(r.after - r.before).toFixed(3)}`]));
+  const perRole = roles.length
+    ? `\n\nEach role's own metric: its mean reward on the held-out tasks (each role's model trained only on its role's episodes; the plots follow ${result.models[0].name}, the other models' steps are in summary.json):\n\n${markdownTable(['role', 'model', 'before', 'after', 'change'], roles)}`
+    : '';
   return `## Held-out success (${b.episodes} tasks, never trained on)
 
-The demo's own evaluation: every held-out task once on the starting weights, and again on the trained ones
-(share of eval episodes with reward ≥ 1; aborted ones count as failures). Labelled "before"/"after" on the success plots.
+The demo's own evaluation (scenario: ${result.scenario}): every held-out task once on the starting weights, and again on the
+trained ones (share of eval episodes that reported success; aborted ones count as failures). Labelled "before"/"after" on
+the success plots.
 
-${markdownTable(['', 'success', 'mean reward', 'aborted', 'wall time'], [row('before training', b), row('after training', a)])}
+${markdownTable(['', 'success', 'mean reward', 'aborted', 'wall time'], [row('before training', b), row('after training', a)])}${perTask}${perRole}
 
 Change: **${((a.successRate - b.successRate) * 100).toFixed(1)} percentage points**. Policy version ${result.policyVersionBefore} → ${result.policyVersionAfter}.
 Model ${result.model} on ${result.backend}, ${result.steps} training steps, ${result.episodes} episodes, ${result.wall_s} s wall time; agents ran ${result.agentsRun}.

@@ -112,7 +112,7 @@ describe('runner in a real peer', () => {
 
   it('runs the guess-the-number environment and the proposer/verifier team against the real gateway', async () => {
     for (const [name, dir, file, models] of [
-      ['guess', 'guess-the-number', 'agent.mjs', { model: 'tiny' }],
+      ['guess', 'guess-the-number', 'agent.py', { model: 'tiny' }],
       ['team', 'proposer-verifier', 'agent.ts', { models: { proposer: 'tiny', verifier: 'gpt-4o-mini' } }],
     ] as const) {
       const res = await api<ClientStatus>('POST', '/clients', {

@@ -1,0 +1,54 @@
+"""Guess the number: a multi-turn environment, standard library only.
+
+The environment (this script) holds a secret from 1 to `max`. Each move the model guesses and the environment
+answers "higher" or "lower" with the range still possible ("higher: 9 to 15"), or "correct". The model never sees
+the secret and never grades itself.
+
+Reward: 1 for finding it within the moves; otherwise up to 0.4 for how far the moves narrowed the range (graded,
+so that the repeats of a game differ even when none finds it). Success: found within the moves.
+"""
+import json
+import os
+import re
+import urllib.request
+
+task = json.loads(os.environ["AGENTJET_TASK"])
+secret, top, moves = int(task["secret"]), int(task["max"]), int(task["moves"])
+
+
+def ask(messages):
+    request = urllib.request.Request(
+        os.environ["OPENAI_BASE_URL"] + "/chat/completions",
+        data=json.dumps({"model": os.environ["AGENTJET_MODEL"], "messages": messages, "max_tokens": 8}).encode("utf-8"),
+        headers={"content-type": "application/json", "authorization": "Bearer " + os.environ["OPENAI_API_KEY"]},
+    )
+    with urllib.request.urlopen(request, timeout=120) as response:
+        return json.load(response)["choices"][0]["message"]["content"] or ""
+
+
+low, high = 1, top
+messages = [
+    {"role": "system", "content": f"I picked a whole number from 1 to {top}. Find it in {moves} guesses: reply with one number, and I will say higher or lower."},
+    {"role": "user", "content": f"1 to {top}. Your guess?"},
+]
+found, used = False, 0
+while used < moves and not found:
+    reply = ask(messages)
+    used += 1
+    match = re.search(r"\d+", reply)
+    guess = int(match.group(0)) if match else None
+    if guess == secret:
+        found = True
+        answer = "correct"
+    elif guess is None or not low <= guess <= high:
+        answer = f"not a number from {low} to {high}. Your guess?"
+    elif guess < secret:
+        low = guess + 1
+        answer = f"higher: {low} to {high}. Your guess?"
+    else:
+        high = guess - 1
+        answer = f"lower: {low} to {high}. Your guess?"
+    messages += [{"role": "assistant", "content": reply}, {"role": "user", "content": answer}]
+
+reward = 1.0 if found else 0.4 * (top - (high - low + 1)) / (top - 1)
+print(json.dumps({"reward": reward, "success": found, "metrics": {"moves": used, "range_left": 0 if found else high - low + 1}}))

@@ -1,0 +1,140 @@
+/**
+ * The demo's scenarios: what is hosted, which agents play which tasks, and how the train episodes are shared.
+ * Each scenario is a claim of the paper made visible on this machine:
+ *
+ *   calculator  one agent with a tool (the default demo)
+ *   multi-turn  an environment that answers every move (guess the number, a Python agent)
+ *   cocktail    the calculator (a TypeScript agent) and guess the number (a Python agent) trained together on one
+ *               model, each in its own runtime, shared by weight
+ *   team        two hosted models as one team's brains: a proposer answers, a verifier accepts or rejects, each
+ *               model trained on its own role's reward
+ *
+ * A user's own script (`--script`) is a one-task plan of the same shape.
+ */
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { defaultModelName, parseModelSource } from '../models/model-spec.ts';
+import { splitUserTasks, writeCalculatorTasks, writeGuessTasks, type TaskFiles } from './task-files.ts';
+
+export class ScenarioError extends Error {
+  override name = 'ScenarioError';
+}
+
+const repoFile = (path: string) => fileURLToPath(new URL(`../../../${path}`, import.meta.url));
+
+export const SCENARIO_NAMES = ['calculator', 'multi-turn', 'cocktail', 'team'] as const;
+export type ScenarioName = (typeof SCENARIO_NAMES)[number];
+
+/** Who plays a task: one model, or a team (role → model). */
+export type TaskPlayers = { model: string } | { team: Record<string, string> };
+
+export interface DemoTask {
+  /** Its name in the report and on the console ("calculator", "guess", or the user's script's file name). */
+  name: string;
+  script: string;
+  reward?: string;
+  /** Its share of the train episodes, against the plan's other tasks (cocktail weights). */
+  weight: number;
+  players: TaskPlayers;
+  /** Writes its train and held-out task files under `dir` (a folder of its own). */
+  files(dir: string): Promise<TaskFiles>;
+}
+
+export interface DemoPlan {
+  /** Hosted and trained, by name: `builtin:NAME` or a Hugging Face folder. */
+  models: Array<{ name: string; source: string }>;
+  tasks: DemoTask[];
+}
+
+export interface PlanCounts {
+  evalTasks: number;
+  trainTasks: number;
+  seed: number;
+}
+
+export const DEFAULT_SCRIPTS = {
+  calculator: { script: repoFile('examples/calculator/agent.ts'), reward: repoFile('examples/calculator/reward.ts') },
+  guess: { script: repoFile('examples/guess-the-number/agent.py') },
+  team: { script: repoFile('examples/proposer-verifier/agent.ts') },
+} as const;
+
+/** The model each scenario starts from (its warm start is shipped: swarm/node/demo/pretrain.ts). */
+export const SCENARIO_MODELS: Record<ScenarioName, string> = {
+  calculator: 'builtin:tiny',
+  'multi-turn': 'builtin:tiny-guess',
+  cocktail: 'builtin:tiny-guess',
+  team: 'builtin:tiny-team',
+};
+
+/** Training settings a scenario is run with unless told otherwise (`agentjet demo` flags override them). */
+export interface ScenarioSettings {
+  steps: number;
+  batchTasks: number;
+  groupSize: number;
+  learningRate: number;
+}
+
+const SCENARIO_SETTINGS: Record<ScenarioName, Partial<ScenarioSettings>> = {
+  calculator: {},
+  'multi-turn': { steps: 30, batchTasks: 4, groupSize: 8, learningRate: 1e-3 },
+  cocktail: { steps: 30, batchTasks: 4, groupSize: 8, learningRate: 1e-3 },
+  team: { steps: 20, batchTasks: 4, groupSize: 4 },
+};
+
+export function scenarioDefaults(name: ScenarioName): Partial<ScenarioSettings> {
+  return SCENARIO_SETTINGS[name];
+}
+
+function calculatorTask(model: string, counts: PlanCounts, weight = 1): DemoTask {
+  return { name: 'calculator', ...DEFAULT_SCRIPTS.calculator, weight, players: { model }, files: async (dir) => writeCalculatorTasks(dir, counts) };
+}
+
+function guessTask(model: string, counts: PlanCounts, weight = 1): DemoTask {
+  return { name: 'guess', ...DEFAULT_SCRIPTS.guess, weight, players: { model }, files: async (dir) => writeGuessTasks(dir, counts) };
+}
+
+/** The hosted name of a model source: the source's own (`tiny-guess`, a folder's name). */
+function hosted(source: string): { name: string; source: string } {
+  return { name: defaultModelName(parseModelSource(source)), source };
+}
+
+/** The plan of a scenario; `modelSource` replaces the scenario's own model (both of a team's roles start from it). */
+export function scenarioPlan(name: ScenarioName, counts: PlanCounts, modelSource?: string): DemoPlan {
+  const source = modelSource ?? SCENARIO_MODELS[name];
+  if (name === 'team') {
+    // Two hosted models from the same warm start, one per role: each learns only from its own role's episodes.
+    const team = { proposer: 'proposer', verifier: 'verifier' };
+    return {
+      models: Object.values(team).map((model) => ({ name: model, source })),
+      tasks: [{ name: 'team', ...DEFAULT_SCRIPTS.team, weight: 1, players: { team }, files: async (dir) => writeCalculatorTasks(dir, counts) }],
+    };
+  }
+  const model = hosted(source);
+  const tasks = { calculator: [calculatorTask], 'multi-turn': [guessTask], cocktail: [calculatorTask, guessTask] }[name];
+  return { models: [model], tasks: tasks.map((task) => task(model.name, counts)) };
+}
+
+/** A user's agent script with its task file (held-out tasks carry "split": "eval") and optional grader. */
+export function scriptPlan(options: { script: string; tasks: string; reward?: string; model: string }): DemoPlan {
+  const name = options.script.split('/').pop()!.replace(/\.[^.]+$/, '');
+  const model = hosted(options.model);
+  return {
+    models: [model],
+    tasks: [{ name, script: options.script, ...(options.reward ? { reward: options.reward } : {}), weight: 1, players: { model: model.name }, files: (dir) => splitUserTasks(dir, options.tasks) }],
+  };
+}
+
+export function parseScenario(text: string): ScenarioName {
+  if ((SCENARIO_NAMES as readonly string[]).includes(text)) return text as ScenarioName;
+  throw new ScenarioError(`unknown scenario "${text}"; the scenarios are ${SCENARIO_NAMES.join(', ')} (or all)`);
+}
+
+/** The folder of one task's files inside the run folder. */
+export function taskDir(outDir: string, task: Pick<DemoTask, 'name'>): string {
+  return join(outDir, 'tasks', task.name);
+}
+
+/** The models a task's episodes train. */
+export function taskModels(task: Pick<DemoTask, 'players'>): string[] {
+  return 'model' in task.players ? [task.players.model] : [...new Set(Object.values(task.players.team))];
+}
