@@ -12,6 +12,7 @@ import { AdamW } from './optimizer.ts';
 import { buildPrefixTree, packTreeMicroBatches, treeTokenCount } from './prefix-tree.ts';
 import { readBatchGradients, type ReadBatchGradients } from './testing/batch-gradients.ts';
 import { tinyByteConfig } from './testing/configs.ts';
+import { gen, prompt, type SamplePart, text, treeSample } from './testing/tree-samples.ts';
 import { batchGradients, DEFAULT_TRAIN_OPTIONS, type TrainState } from './train.ts';
 
 const TOLERANCE = 1e-4;
@@ -22,22 +23,8 @@ beforeAll(async () => {
   await selectBackend('wasm');
 });
 
-/** A sample: `prompt` tokens (mask 0) then turns of generated (mask 1) and observed (mask 0) tokens. */
-function sample(parts: { tokens: number[]; generated: boolean }[], advantage: number): TrainSample {
-  const tokens = parts.flatMap((p) => p.tokens);
-  const lossMask = parts.flatMap((p) => p.tokens.map(() => (p.generated ? 1 : 0)));
-  lossMask[0] = 0;
-  return {
-    tokens,
-    lossMask,
-    advantages: lossMask.map((m) => (m ? advantage : 0)),
-    // Old logprobs off the current policy, so some ratios leave the clip range.
-    oldLogprobs: lossMask.map((m) => (m ? -5.6 + (rand() - 0.5) * 1.2 : 0)),
-  };
-}
-const text = (n: number, seed: number) => Array.from({ length: n }, (_, i) => 1 + ((i * 37 + seed * 101) % 250));
-const prompt = (tokens: number[]) => ({ tokens, generated: false });
-const gen = (tokens: number[]) => ({ tokens, generated: true });
+const sample = (parts: SamplePart[], advantage: number): TrainSample => treeSample(parts, advantage, rand);
+
 
 const system = text(40, 1);
 /** A GRPO-like group: one shared system prompt + task, then branches. */

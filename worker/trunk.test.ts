@@ -14,6 +14,7 @@ import { AdamW } from './optimizer.ts';
 import { commonPrefix, MIN_TRUNK_TOKENS, packTreeMicroBatches, planTreeRuns, treeTokenCount } from './prefix-tree.ts';
 import { readBatchGradients, type ReadBatchGradients } from './testing/batch-gradients.ts';
 import { tinyByteConfig } from './testing/configs.ts';
+import { gen, prompt, type SamplePart, text, treeSample } from './testing/tree-samples.ts';
 import { batchGradients, DEFAULT_TRAIN_OPTIONS, type TrainState } from './train.ts';
 
 const TOLERANCE = 1e-4;
@@ -24,29 +25,13 @@ beforeAll(async () => {
   await selectBackend('wasm');
 });
 
-type Part = { tokens: number[]; generated: boolean };
-const text = (n: number, seed: number) => Array.from({ length: n }, (_, i) => 1 + ((i * 37 + seed * 101) % 250));
-const prompt = (tokens: number[]): Part => ({ tokens, generated: false });
-const gen = (tokens: number[]): Part => ({ tokens, generated: true });
-
-/** A sample: parts of prompt (mask 0) and generated (mask 1) tokens, one advantage, old logprobs off the policy. */
-function sample(parts: Part[], advantage: number): TrainSample {
-  const tokens = parts.flatMap((p) => p.tokens);
-  const lossMask = parts.flatMap((p) => p.tokens.map(() => (p.generated ? 1 : 0)));
-  lossMask[0] = 0;
-  return {
-    tokens,
-    lossMask,
-    advantages: lossMask.map((m) => (m ? advantage : 0)),
-    oldLogprobs: lossMask.map((m) => (m ? -5.6 + (rand() - 0.5) * 1.2 : 0)),
-  };
-}
+const sample = (parts: SamplePart[], advantage: number): TrainSample => treeSample(parts, advantage, rand);
 
 /** Micro-batch budget: one whole sample per micro-batch (each is ~130 tokens), two or three suffixes behind a trunk. */
 const BUDGET = 150;
 
 /** A GRPO-like group: a shared opening, then timelines of their own (two share their first turn, one repeats another). */
-function groupOf(opening: Part[], seed: number, advantages: number[]): TrainSample[] {
+function groupOf(opening: SamplePart[], seed: number, advantages: number[]): TrainSample[] {
   return advantages.map((a, i) => {
     const own = i === 1 ? [gen(text(14, seed + 1)), prompt(text(10, seed + 2)), gen(text(20, seed + 3 + i))] : i === 3 ? [gen(text(14, seed + 1)), prompt(text(10, seed + 2)), gen(text(20, seed + 3 + 1))] : [gen(text(14, seed + 10 + i)), prompt(text(10, seed + 2)), gen(text(22, seed + 20 + i))];
     return sample([...opening, ...own], a);
