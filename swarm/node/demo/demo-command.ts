@@ -9,9 +9,9 @@ import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parsePositiveInt, UsageError, type Command } from '../cli/command.ts';
 import { formatDuration, ProgressBar } from '../cli/progress.ts';
-import { DEFAULT_DEMO, demoDataDir, runDemo, type DemoOptions, type DemoProgress, type DemoResult } from './demo.ts';
+import { DEFAULT_DEMO, demoDataDir, DemoError, demoPlan, runDemo, type DemoOptions, type DemoProgress, type DemoResult } from './demo.ts';
 import { writeDemoReport } from './report.ts';
-import { parseScenario, SCENARIO_MODELS, SCENARIO_NAMES, ScenarioError, type ScenarioName, scenarioDefaults, scenarioPlan } from './scenarios.ts';
+import { parseScenario, SCENARIO_MODELS, SCENARIO_NAMES, ScenarioError, type ScenarioName, scenarioDefaults } from './scenarios.ts';
 
 const USAGE = `agentjet demo [--scenario NAME|all] [--steps N] [--json] [--out DIR] [--model builtin:NAME|HF_FOLDER]
                  [--script FILE [--tasks FILE.jsonl] [--reward FILE]] [--lr X] [--group-size N] [--batch-tasks N]
@@ -59,14 +59,10 @@ export function scenariosFrom(values: Record<string, unknown>): ScenarioName[] {
 
 export function demoOptionsFrom(values: Record<string, unknown>, now = new Date(), scenario: ScenarioName = scenariosFrom(values)[0]): DemoOptions {
   const str = (k: string) => values[k] as string | undefined;
-  if (str('tasks') && !str('script')) throw new UsageError('--tasks needs --script (the agent that solves those tasks)');
   const stamp = now.toISOString().replace(/[:.]/g, '-').slice(0, 19);
   const several = values.scenario === 'all';
-  if (str('script') && !str('tasks') && scenarioPlan(scenario, { evalTasks: 0, trainTasks: 0, seed: 0 }).tasks.length > 1) {
-    throw new UsageError(`--script replaces the agent of a one-task scenario; ${scenario} has several (give --tasks too, or another --scenario)`);
-  }
   const defaults = { ...DEFAULT_DEMO, ...scenarioDefaults(scenario) };
-  return {
+  const options: DemoOptions = {
     ...defaults,
     scenario,
     steps: parsePositiveInt('--steps', str('steps'), defaults.steps),
@@ -82,6 +78,14 @@ export function demoOptionsFrom(values: Record<string, unknown>, now = new Date(
     evalTemperature: positiveNumber('--eval-temperature', str('eval-temperature'), DEFAULT_DEMO.evalTemperature),
     twoProcess: values['two-process'] === true,
   };
+  // What the run would attach, planned now (no I/O): a flag combination it cannot run is a usage error, not a failed run.
+  try {
+    demoPlan(options);
+  } catch (err) {
+    if (err instanceof DemoError) throw new UsageError(err.message);
+    throw err;
+  }
+  return options;
 }
 
 /** Progress bars on stderr: one per eval, one for training (step, reward, success, tokens/s, merge ratio, ETA). */

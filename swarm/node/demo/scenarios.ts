@@ -137,8 +137,3 @@ export function parseScenario(text: string): ScenarioName {
 export function taskDir(outDir: string, task: Pick<DemoTask, 'name'>): string {
   return join(outDir, 'tasks', task.name);
 }
-
-/** The models a task's episodes train. */
-export function taskModels(task: Pick<DemoTask, 'players'>): string[] {
-  return 'model' in task.players ? [task.players.model] : [...new Set(Object.values(task.players.team))];
-}
