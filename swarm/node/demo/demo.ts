@@ -256,18 +256,16 @@ export async function runDemo(options: DemoOptions, onProgress: (p: DemoProgress
         });
       }
       let reported = -1;
-      await Promise.all(
-        plan.tasks.map((task) =>
-          settled(runner!, name(task), async () => {
-            const done = await Promise.all(plan.tasks.map(finished));
-            const count = done.reduce((n, runs) => n + runs.length, 0);
-            if (count === reported) return;
-            reported = count;
-            const byTask = Object.fromEntries(plan.tasks.map((t, i) => [t.name, share(done[i], succeeded)]));
-            onProgress({ phase: 'eval', label, done: count, total, successRate: share(done.flat(), succeeded), byTask });
-          }),
-        ),
-      );
+      const report = async () => {
+        const done = await Promise.all(plan.tasks.map(finished));
+        const count = done.reduce((n, runs) => n + runs.length, 0);
+        if (count === reported) return;
+        reported = count;
+        const byTask = Object.fromEntries(plan.tasks.map((t, i) => [t.name, share(done[i], succeeded)]));
+        onProgress({ phase: 'eval', label, done: count, total, successRate: share(done.flat(), succeeded), byTask });
+      };
+      // The tasks run side by side; waiting for them one after the other keeps one poll reporting on all of them.
+      for (const task of plan.tasks) await settled(runner!, name(task), report);
       const results = new Map<DemoTask, { result: EvalResult; runs: ClientRunRecord[] }>();
       for (const task of plan.tasks) {
         const runs = await finished(task);
