@@ -210,6 +210,11 @@ function trieSize(lists: readonly (readonly number[])[]): number {
   return lists.reduce((sum, l, i) => sum + l.length - (i > 0 ? commonPrefix(lists[i - 1], l) : 0), 0);
 }
 
+/** The prefix every list shares, for lists in lexicographic order: the least common prefix of neighbours. */
+function sortedCommonPrefix(lists: readonly (readonly number[])[]): number {
+  return lists.reduce((lcp, l, i) => Math.min(lcp, i > 0 ? commonPrefix(lists[i - 1], l) : l.length), Infinity);
+}
+
 /**
  * Plan a step's tree micro-batches with trunks (one trunk level). The samples are cut as packTreeMicroBatches cuts
  * them; then consecutive micro-batches are grouped into runs, each run's trunk being its samples' common prefix less
@@ -222,7 +227,7 @@ export function planTreeRuns<T extends { tokens: readonly number[] }>(samples: r
   const batches = packTreeMicroBatches(samples, tokenBudget);
   const m = batches.length;
   // Common prefix within each micro-batch, and across each cut (last sample of one, first of the next).
-  const inner = batches.map((b) => b.reduce((lcp, s, i) => Math.min(lcp, i > 0 ? commonPrefix(b[i - 1].tokens, s.tokens) : s.tokens.length), Infinity));
+  const inner = batches.map((b) => sortedCommonPrefix(b.map((s) => s.tokens)));
   const across = batches.slice(1).map((b, i) => commonPrefix(batches[i][batches[i].length - 1].tokens, b[0].tokens));
   // best[e]: the most tokens saved by runs over batches [0, e); from[e]: where the last of those runs starts.
   const best = new Float64Array(m + 1);
@@ -251,9 +256,7 @@ export function planTreeRuns<T extends { tokens: readonly number[] }>(samples: r
       continue;
     }
     const members = batches.slice(s, e).flat();
-    let lcp = Infinity;
-    for (let i = 0; i < members.length; i++) lcp = Math.min(lcp, i > 0 ? commonPrefix(members[i - 1].tokens, members[i].tokens) : members[i].tokens.length);
-    const trunkLength = trunkOf(lcp);
+    const trunkLength = trunkOf(sortedCommonPrefix(members.map((item) => item.tokens)));
     const suffixes = packTreeMicroBatches(
       members.map((item) => ({ tokens: item.tokens.slice(trunkLength), item })),
       tokenBudget,
