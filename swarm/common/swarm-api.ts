@@ -94,6 +94,8 @@ export interface ModelStatus {
   policyVersion: number;
   step: number;
   backend: string | null;
+  /** Which engine serves the calls: the trainer's own ('shared') or a second one that samples while it trains. */
+  sampler?: 'shared' | 'separate';
   pool: { active: number; limit: number };
   error?: string;
 }

@@ -31,7 +31,7 @@ import { NotListeningError, ServiceSet, type PeerContext, type PeerUrls } from '
 import { openStore, schemaVersion } from './store/db.ts';
 import { abortOrphanedEpisodes } from './store/episode-recovery.ts';
 import { countEpisodes, recordPeerStart, recordPeerStop } from './store/peer-starts.ts';
-import { defaultTrainingConfig, mergeOverrides, parseTrainingOverrides, resolveTrainingConfig, type TrainingConfig } from './training/config.ts';
+import { defaultTrainingConfig, mergeOverrides, parseTrainingOverrides, resolveTrainingConfig, samplesSeparately, type TrainingConfig } from './training/config.ts';
 import type { ModelSource } from '../../worker/common/engine.ts';
 import { startTrainingService, type TrainingService } from './training/service.ts';
 import { sqliteTrainingStore } from './training/sqlite-training-store.ts';
@@ -167,8 +167,11 @@ export class PeerRuntime {
     services.add({ name: 'status', routes: createControlRouter(this.token, () => this.status()), close: async () => {} });
     this.serving = services.add(
       await startServing(ctx, {
-        // The engine starts with the run's LoRA settings and seed: they cannot change once it holds weights.
-        models: (options.models ?? []).map((spec) => ({ ...spec, engine: { lora: trainingConfigOf(spec.name).lora, seed: trainingConfigOf(spec.name).seed } })),
+        // The engine starts with the run's LoRA settings, seed and sampler placement: fixed once it holds weights.
+        models: (options.models ?? []).map((spec) => {
+          const config = trainingConfigOf(spec.name);
+          return { ...spec, engine: { lora: config.lora, seed: config.seed, separateSampler: samplesSeparately(config) } };
+        }),
         startEngine: options.startEngine,
         mergeModeOf: (model) => trainingConfigOf(model).mergeMode,
         // Read at each episode start, so a live change of the setting reaches the runners.

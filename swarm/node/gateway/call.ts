@@ -192,8 +192,8 @@ export function contextLengthExceeded(prompt: string, modelName: string, context
  */
 export function prepareCall(episode: ActiveEpisode, request: CallRequest): PreparedCall {
   const model = episode.model;
-  const { tokenizer, engine } = model;
-  const contextSize = engine.info.config.max_position_embeddings;
+  const { tokenizer, sampler } = model;
+  const contextSize = sampler.info.config.max_position_embeddings;
   const atLeast = promptTokensAtLeast(request.messages, tokenizer, contextSize);
   if (atLeast >= contextSize) throw contextLengthExceeded(`the prompt is at least ${atLeast} tokens`, model.name, contextSize, request.messagesField);
   const rendered = episode.tracker.render(request.messages, {
@@ -246,7 +246,7 @@ export async function runCall(
   io: { req: IncomingMessage; res: ServerResponse; busy: BusyClock; hooks?: RunHooks },
 ): Promise<CallOutcome | 'cancelled'> {
   const { episode, request, promptIds } = prepared;
-  const { tokenizer, engine } = episode.model;
+  const { tokenizer, sampler } = episode.model;
   const { req, res, busy, hooks } = io;
   const stopTokenIds = tokenizer.eosTokenIds;
   const choices = Array.from(
@@ -281,7 +281,7 @@ export async function runCall(
       choices.map((choice, i) => {
         present(choice, choice.start());
         let firstTokenAt: string | null = null;
-        return engine
+        return sampler
           .generate(
             {
               promptIds,

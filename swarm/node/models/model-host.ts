@@ -1,6 +1,8 @@
 /**
  * The model host: every model this peer serves, one trainer engine (a worker thread) each, with its tokenizer and
- * chat template on the main thread for the gateway.
+ * chat template on the main thread for the gateway. A model trained asynchronously may also have a sampler engine
+ * of its own (a second worker thread) that serves its calls while the trainer updates; `syncSampler` hands it the
+ * trainer's weights after each change.
  *
  * Who uses what:
  * - the gateway and the episode service read `HostedModel` (engine, tokenizer, template, state) and admit / release
@@ -11,6 +13,7 @@
  *     await model.drain()                       // state 'draining': no new episodes; resolves when none is in flight
  *     model.setState('updating')                // gateway answers 503 + Retry-After meanwhile
  *     await model.engine.trainStep(samples)     // runs in the engine's worker thread
+ *     await model.syncSampler(metrics.policyVersion)  // a separate sampler takes the new weights
  *     model.setPolicy(metrics.policyVersion, step)
  *     model.resume()                            // back to 'rolling' (episodes in flight) or 'idle'
  *
@@ -124,7 +127,7 @@ export class HostedModel {
   private readonly activeTrain = new Set<string>();
   private admissionGate: AdmissionGate | null = null;
   private readonly events = new EventEmitter<{ done: [EpisodeDone]; state: [EngineState]; empty: []; overdue: [string[]]; policy: [number] }>();
-  private loaded: { engine: TrainerEngine; tokenizer: Tokenizer; template: ChatTemplate } | undefined;
+  private loaded: { engine: TrainerEngine; sampler: TrainerEngine | null; tokenizer: Tokenizer; template: ChatTemplate } | undefined;
 
   readonly engineOptions: EngineStartOptions;
 
@@ -138,8 +141,18 @@ export class HostedModel {
     this.engineOptions = spec.engine ?? {};
   }
 
+  /** The trainer: updates, weights, checkpoints (and every call too, unless the model has a sampler of its own). */
   get engine(): TrainerEngine {
     return this.require().engine;
+  }
+  /** The engine that serves the model's calls: the sampler engine when there is one, else the trainer. */
+  get sampler(): TrainerEngine {
+    const { engine, sampler } = this.require();
+    return sampler ?? engine;
+  }
+  /** Whether the calls are served by an engine of their own. */
+  get samplesSeparately(): boolean {
+    return this.loaded?.sampler != null;
   }
   get tokenizer(): Tokenizer {
     return this.require().tokenizer;
@@ -160,9 +173,9 @@ export class HostedModel {
     return name === this.name || this.aliases.includes(name);
   }
 
-  /** Called once by the host when the engine and tokenizer are up. */
-  attach(engine: TrainerEngine, bundle: TokenizerBundle): void {
-    this.loaded = { engine, tokenizer: bundle.tokenizer, template: bundle.template };
+  /** Called once by the host when the engines and tokenizer are up. */
+  attach(engine: TrainerEngine, bundle: TokenizerBundle, sampler: TrainerEngine | null = null): void {
+    this.loaded = { engine, sampler, tokenizer: bundle.tokenizer, template: bundle.template };
     this.policyVersion = engine.info.policyVersion;
     this.setState('idle');
   }
@@ -176,6 +189,17 @@ export class HostedModel {
     if (this.state === state) return;
     this.state = state;
     this.events.emit('state', state);
+  }
+
+  /**
+   * Gives the sampler engine, when the model has one, the trainer's weights as `policyVersion` (the adapters only,
+   * with LoRA: both engines hold the same frozen base). The calls under way finish on the old weights and the
+   * next ones run on the new, as on a shared engine. Call it after every change of the trainer's weights.
+   */
+  async syncSampler(policyVersion: number): Promise<void> {
+    const { engine, sampler } = this.require();
+    if (!sampler) return;
+    await sampler.setWeights(await engine.getWeights(), policyVersion);
   }
 
   /** After an update: new weights are live. */
@@ -284,6 +308,7 @@ export class HostedModel {
       backend: this.backendReport?.name ?? null,
       pool: { ...this.pool },
     };
+    if (this.loaded) status.sampler = this.loaded.sampler ? 'separate' : 'shared';
     if (this.error) status.error = this.error;
     return status;
   }
@@ -292,7 +317,7 @@ export class HostedModel {
   async close(): Promise<void> {
     const loaded = this.loaded;
     this.loaded = undefined;
-    if (loaded) await loaded.engine.close();
+    if (loaded) await Promise.all([loaded.engine.close(), loaded.sampler?.close()]);
   }
 
   private require() {
@@ -307,6 +332,8 @@ export type EngineStarter = (source: ModelSource, options?: EngineStartOptions) 
 export interface EngineStartOptions {
   lora?: LoraConfig | null;
   seed?: number;
+  /** Start a second engine, with the same options, that serves the model's calls (training's `sampler` setting). */
+  separateSampler?: boolean;
 }
 export type TokenizerLoader = (source: ModelSource) => Promise<TokenizerBundle>;
 
@@ -341,14 +368,17 @@ export class ModelHost {
 
   private async loadOne(model: HostedModel): Promise<void> {
     try {
-      // Both settle before anything is decided: an engine whose tokenizer failed must still be closed, or its worker
-      // thread keeps the process alive after the peer stopped.
-      const [bundle, engine] = await Promise.allSettled([this.options.loadTokenizer(model.source), this.options.startEngine(model.source, model.engineOptions)]);
-      if (bundle.status === 'rejected' || engine.status === 'rejected') {
-        if (engine.status === 'fulfilled') await engine.value.close().catch(() => undefined);
-        throw bundle.status === 'rejected' ? bundle.reason : (engine as PromiseRejectedResult).reason;
+      // All settle before anything is decided: an engine whose tokenizer (or sibling) failed must still be closed, or
+      // its worker thread keeps the process alive after the peer stopped.
+      const { separateSampler, ...engineOptions } = model.engineOptions;
+      const start = () => this.options.startEngine(model.source, engineOptions);
+      const [bundle, engine, sampler] = await Promise.allSettled([this.options.loadTokenizer(model.source), start(), separateSampler ? start() : Promise.resolve(null)]);
+      if (bundle.status === 'rejected' || engine.status === 'rejected' || sampler.status === 'rejected') {
+        for (const started of [engine, sampler]) if (started.status === 'fulfilled') await started.value?.close().catch(() => undefined);
+        const failed = [bundle, engine, sampler].find((r) => r.status === 'rejected') as PromiseRejectedResult;
+        throw failed.reason;
       }
-      model.attach(engine.value, bundle.value);
+      model.attach(engine.value, bundle.value, sampler.value);
     } catch (err) {
       model.fail(`${(err as Error).name}: ${(err as Error).message}`);
       this.options.onError?.(model.name, err as Error);

@@ -268,6 +268,7 @@ export class WeightsSync {
     }
     try {
       await model.engine.setWeights(prepared.tensors, entry.version);
+      await model.syncSampler(entry.version);
       // Before setPolicy: its listeners (the publisher above) must already know the version came from a peer.
       this.loadedVersions.set(model.name, entry.version);
       model.setPolicy(entry.version, model.step);

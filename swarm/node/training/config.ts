@@ -9,6 +9,8 @@ import type { LoraConfig, ModelSource, TrainOptions } from '../../../worker/comm
 import { closestName } from '../../common/closest-name.ts';
 import { TrainingConfigError } from './errors.ts';
 
+export type SamplerPlacement = 'auto' | 'shared' | 'separate';
+
 export interface TrainingConfig {
   /** GRPO groups (tasks) per optimizer step. */
   batchTasks: number;
@@ -34,6 +36,14 @@ export interface TrainingConfig {
    * an off-policy loss (`train.loss: decoupled-ppo`).
    */
   staleness: number;
+  /**
+   * Which engine serves the model's calls. 'separate' starts a second engine (its own worker thread) that samples
+   * while the first one trains, and takes the trainer's weights after each step (the LoRA adapters only, with
+   * LoRA); it costs a second copy of the weights. 'shared' samples on the trainer's engine: a step holds the calls
+   * for its duration. 'auto' is 'separate' when `staleness` ≥ 1, when sampling and training overlap. Fixed at
+   * engine start.
+   */
+  sampler: SamplerPlacement;
   /** Added to the group std so that near-uniform groups do not blow advantages up. */
   advantageEpsilon: number;
   /** 'merged' trains on timelines; 'naive' on one sample per call (for comparison: same loss, more tokens). */
@@ -82,6 +92,7 @@ export const DEFAULT_TRAINING_CONFIG: TrainingConfig = {
   // One version: episodes still in flight while the previous step drained may join the next batch.
   maxPolicyLag: 1,
   staleness: 0,
+  sampler: 'auto',
   advantageEpsilon: 1e-6,
   mergeMode: 'merged',
   evalEvery: 0,
@@ -89,6 +100,11 @@ export const DEFAULT_TRAINING_CONFIG: TrainingConfig = {
   lora: null,
   train: DEFAULT_TRAIN_OPTIONS,
 };
+
+/** Whether the model's calls are sampled on an engine of their own (the `sampler` setting resolved). */
+export function samplesSeparately(config: Pick<TrainingConfig, 'sampler' | 'staleness'>): boolean {
+  return config.sampler === 'separate' || (config.sampler === 'auto' && config.staleness > 0);
+}
 
 /**
  * The defaults for one model. The built-in models are tiny and trained from scratch-like weights: they learn at the
@@ -164,6 +180,7 @@ export const trainingConfigSchema = z
     maxSteps: countOrOff(MAX_STEPS),
     maxPolicyLag: countOrOff(1000),
     staleness: countOrOff(1000),
+    sampler: z.enum(['auto', 'shared', 'separate']),
     advantageEpsilon: z.number().positive().max(1),
     mergeMode: z.enum(['merged', 'naive']),
     evalEvery: countOrOff(MAX_STEPS),

@@ -5,12 +5,15 @@
  *   draining  a batch is ready: no new episodes start; the ones in flight finish (and queue for the next batch)
  *   updating  advantages → samples from the timelines stored at each episode's end (merged once, in the training
  *             mode; the merge view shows the same) → engine.trainStep (PPO-clip) → new policy version;
- *             the sampler uses the new weights at once (same engine); checkpoint every N steps
+ *             the sampler uses the new weights at once (the same engine, or a separate sampler engine given the
+ *             trainer's weights); checkpoint every N steps
  *   rolling   again (or idle when nothing is in flight)
  *
  * Asynchronous training (`staleness` η ≥ 1) leaves out draining and updating: the step runs while episodes keep
- * going (the engine finishes the calls under way, holds new ones for the update, and they continue on the new
- * weights — partial rollouts, each call tagged with its version); episodes more than η versions old are stale
+ * going — on a separate sampler engine (the `sampler` setting; the default then), calls go on during the update and
+ * switch to the new weights when the sampler takes them; on a shared engine the calls under way finish and new ones
+ * wait for the update. Either way they continue on the new weights (partial rollouts, each call tagged with its
+ * version); episodes more than η versions old are stale
  * (batcher.ts), and an admission gate keeps the train episodes in flight and queued within η + 1 batches.
  *
  * Crash consistency (any crash, any moment): every acknowledged train episode is, after a restart, either trained
@@ -239,7 +242,7 @@ export class TrainingLoop {
 
   /**
    * Changes settings while the run trains, from the next step on, recorded as a `config-change` event on its curve.
-   * Settings fixed when the engine or the run began (mergeMode, lora, seed) cannot change: TrainingConfigError.
+   * Settings fixed when the engine or the run began (mergeMode, lora, seed, sampler) cannot change: TrainingConfigError.
    * Returns the settings now in force.
    */
   updateConfig(overrides: unknown): TrainingConfig {
@@ -377,9 +380,11 @@ export class TrainingLoop {
     }
     if (checkpoint && !loadedFromCheckpoint) {
       await model.engine.setWeights(await readCheckpointWeights(checkpoint.dir), policyVersion);
+      await model.syncSampler(policyVersion);
     } else if (policyVersion !== model.policyVersion) {
       // Stamp the restored weights with the continued version, so new calls carry it.
       await model.engine.setWeights(await model.engine.getWeights(), policyVersion);
+      await model.syncSampler(policyVersion);
     }
     if (checkpoint) {
       const optimizer = await readCheckpointOptimizer(checkpoint.dir);
@@ -475,6 +480,7 @@ export class TrainingLoop {
       );
       recorded = true;
       this.staleSinceStep = 0;
+      await model.syncSampler(metrics.policyVersion);
       model.setPolicy(metrics.policyVersion, step);
       this.uncheckpointed = summary.checkpoint === null ? summary : null;
       this.discarded.stepDone(batch.length);
@@ -493,7 +499,10 @@ export class TrainingLoop {
       if (recorded) return;
       // The engine holds an update the store does not: served under the engine's own version, never the old
       // number (a restart goes back to the last checkpoint, and the store's calls keep that version from reuse).
-      if (trainedVersion !== null) model.setPolicy(trainedVersion, model.step);
+      if (trainedVersion !== null) {
+        await model.syncSampler(trainedVersion).catch((syncError: Error) => log.error('the sampler kept the weights before the failed step', { model: model.name, error: `${syncError.name}: ${syncError.message}` }));
+        model.setPolicy(trainedVersion, model.step);
+      }
       for (const group of batch ?? []) {
         this.record(group.episodes.map((e) => ({ episodeId: e.episodeId, groupId: group.groupId, disposition: 'dropped-step-failed', detail: `step ${step}: ${this.lastError ?? ''}`, step })));
       }
@@ -573,8 +582,11 @@ export class TrainingLoop {
 
 /** The statuses that end a stretch of training, and the event each leaves on the run's curve. */
 const ENDING_EVENTS: Partial<Record<TrainingStatus, RunEventKind>> = { stopped: 'stop', finished: 'finish', failed: 'fail' };
-/** Settings a live change may not touch: stored episodes were merged in mergeMode, the engine started with lora and seed. */
-const FIXED_KEYS = ['mergeMode', 'lora', 'seed'] as const;
+/**
+ * Settings a live change may not touch: stored episodes were merged in mergeMode, the engine started with lora and
+ * seed, and with or without a sampler engine of its own.
+ */
+const FIXED_KEYS = ['mergeMode', 'lora', 'seed', 'sampler'] as const;
 
 type LoadedEpisode = EpisodeForTraining & { naiveTokens: number; success: boolean | null };
 
