@@ -5,10 +5,13 @@
  * a long tail (5% of the tasks 10× slower; bench/agents/slow-calculator.ts):
  *
  *   sync     staleness 0, PPO: a ready batch drains the model (the straggler holds every agent), then it updates
- *   async-1  staleness 1, decoupled PPO: steps run while episodes go on, partial rollouts, admission by the bound
+ *   async-1  staleness 1, decoupled PPO: a sampler engine of its own serves the calls while the trainer updates;
+ *            steps run while episodes go on, partial rollouts; the runners offer η + 1 batches of episodes at
+ *            once and the admission gate holds what the bound does not allow
  *   async-2  staleness 2, decoupled PPO
  *
- * Per mode: train episodes per second, the trainer's busy share of the training wall time, wall seconds per step,
+ * Per mode: train episodes per second, the trainer's and the sampler's busy shares of the training wall time (the
+ * asynchronous modes sample on an engine of their own, which runs while the trainer updates), wall seconds per step,
  * held-out success before and after the same number of steps, the largest policy lag trained on, and episodes
  * dropped as stale.
  */
@@ -49,6 +52,18 @@ function droppedStale(result: DemoResult): number {
   }
 }
 
+/** The sampler's busy share over the steps' wall time (each step's share weighted by its phases' length). */
+function samplerBusyFraction(records: DemoResult['stepRecords']): number {
+  let busy = 0;
+  let wall = 0;
+  for (const step of records) {
+    const ms = step.phases ? step.phases.rolloutMs + step.phases.drainMs + step.phases.updateMs : 0;
+    busy += (step.samplerBusyShare ?? 0) * ms;
+    wall += ms;
+  }
+  return wall > 0 ? busy / wall : 0;
+}
+
 export default async function asyncBench(ctx: BenchContext): Promise<Record<string, unknown>> {
   const steps = argNumber(ctx.args, '--steps', 10);
   const evalTasks = argNumber(ctx.args, '--eval-tasks', 100);
@@ -70,6 +85,7 @@ export default async function asyncBench(ctx: BenchContext): Promise<Record<stri
       episodes: result.episodes,
       episodes_per_s: trainWallS > 0 ? round(result.episodes / trainWallS) : 0,
       trainer_busy_fraction: trainWallS > 0 ? round(trainerS / trainWallS) : 0,
+      sampler_busy_fraction: round(samplerBusyFraction(records)),
       step_wall_s: round(trainWallS / Math.max(1, result.steps)),
       eval_before: result.eval_before,
       eval_after: result.eval_after,

@@ -187,6 +187,12 @@ export interface TrainStepSummary {
    * batch's episodes generated per second of rollout.
    */
   phases?: { rolloutMs: number; drainMs: number; updateMs: number };
+  /**
+   * The share of the step's wall time (its three phases) in which the sampler had a generation under way: with a
+   * separate sampler it overlaps the update; on a shared engine a call held by the update counts. Absent on older
+   * steps.
+   */
+  samplerBusyShare?: number;
   rolloutTokensPerS?: number;
   /** The training run the step belongs to (runs-api.ts); absent on steps stored before runs were recorded. */
   runId?: string | null;

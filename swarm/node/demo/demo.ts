@@ -459,7 +459,9 @@ async function train(
   );
 
   const firstSteps = new Map(models.map((m) => [m.name, m.step]));
-  const inFlight = options.batchTasks * options.groupSize;
+  // A batch's worth of episodes at once; asynchronous training admits up to η + 1 batches in flight and queued (the
+  // loop's admission gate throttles the rest), so the runners offer that many and the gate, not they, sets the pace.
+  const inFlight = options.batchTasks * options.groupSize * ((options.staleness ?? 0) + 1);
   const totalWeight = plan.tasks.reduce((a, t) => a + t.weight, 0);
   const loops = models.map((m) => runtime.training.loop(m.name));
   for (const loop of loops) await loop.start();

@@ -246,7 +246,8 @@ export async function runCall(
   io: { req: IncomingMessage; res: ServerResponse; busy: BusyClock; hooks?: RunHooks },
 ): Promise<CallOutcome | 'cancelled'> {
   const { episode, request, promptIds } = prepared;
-  const { tokenizer, sampler } = episode.model;
+  const { model } = episode;
+  const { tokenizer } = model;
   const { req, res, busy, hooks } = io;
   const stopTokenIds = tokenizer.eosTokenIds;
   const choices = Array.from(
@@ -281,7 +282,7 @@ export async function runCall(
       choices.map((choice, i) => {
         present(choice, choice.start());
         let firstTokenAt: string | null = null;
-        return sampler
+        return model
           .generate(
             {
               promptIds,

@@ -22,7 +22,7 @@
  */
 import { EventEmitter } from 'node:events';
 import type { ModelStatus } from '../../common/api.ts';
-import type { BackendReport, LoraConfig, ModelSource, TrainerEngine } from '../../../worker/common/engine.ts';
+import type { BackendReport, GenerateResult, LoraConfig, ModelSource, TrainerEngine } from '../../../worker/common/engine.ts';
 import type { ChatTemplate, Tokenizer } from '../../../worker/tokenizer/types.ts';
 import type { TokenizerBundle } from '../../../worker/tokenizer/load.ts';
 
@@ -126,6 +126,10 @@ export class HostedModel {
   private readonly activeEpisodes = new Set<string>();
   private readonly activeTrain = new Set<string>();
   private admissionGate: AdmissionGate | null = null;
+  /** Generations under way on the sampler, and the busy time they add up to (`samplerBusyMs`). */
+  private generating = 0;
+  private busySince = 0;
+  private busyMs = 0;
   private readonly events = new EventEmitter<{ done: [EpisodeDone]; state: [EngineState]; empty: []; overdue: [string[]]; policy: [number] }>();
   private loaded: { engine: TrainerEngine; sampler: TrainerEngine | null; tokenizer: Tokenizer; template: ChatTemplate } | undefined;
 
@@ -150,6 +154,24 @@ export class HostedModel {
     const { engine, sampler } = this.require();
     return sampler ?? engine;
   }
+  /**
+   * Samples on the sampler engine (what the gateway calls), timing the share of time it has any generation under
+   * way for the step metrics (`samplerBusyMs`). A call held by a shared engine's update counts as under way.
+   */
+  async generate(...args: Parameters<TrainerEngine['generate']>): Promise<GenerateResult> {
+    if (this.generating++ === 0) this.busySince = performance.now();
+    try {
+      return await this.sampler.generate(...args);
+    } finally {
+      if (--this.generating === 0) this.busyMs += performance.now() - this.busySince;
+    }
+  }
+
+  /** Milliseconds in which the sampler had a generation under way, since the model loaded (the current one included). */
+  get samplerBusyMs(): number {
+    return this.busyMs + (this.generating > 0 ? performance.now() - this.busySince : 0);
+  }
+
   /** Whether the calls are served by an engine of their own. */
   get samplesSeparately(): boolean {
     return this.loaded?.sampler != null;

@@ -122,6 +122,8 @@ export class TrainingLoop {
   private readonly discarded = new DiscardedGroups();
   /** When the rollout phase of the next step began (the previous step's end, or the start). */
   private rolloutSince = performance.now();
+  /** The model's sampler busy time then (model-host.ts samplerBusyMs), for the step's sampler busy share. */
+  private samplerBusySince = 0;
   /** Episodes dropped as stale since the last step (reported with the next one). */
   private staleSinceStep = 0;
 
@@ -144,7 +146,7 @@ export class TrainingLoop {
     this.unsubscribe ??= this.subscribe();
     if (this.stopSignal.signal.aborted) this.stopSignal = new AbortController();
     this.lastError = null;
-    this.rolloutSince = performance.now();
+    this.markStepEnd();
     this.setStatus('running');
     this.requeueFromStore();
     this.maybeStep();
@@ -474,6 +476,7 @@ export class TrainingLoop {
       // Commit order (module comment): checkpoint, then the step's record, then the new version goes out.
       summary.checkpoint = await this.maybeCheckpoint(summary, last);
       summary.phases = { rolloutMs, drainMs, updateMs: performance.now() - updateStarted };
+      summary.samplerBusyShare = Math.min(1, (model.samplerBusyMs - this.samplerBusySince) / Math.max(1, rolloutMs + drainMs + summary.phases.updateMs));
       this.options.store.recordStep(
         summary,
         trainBatch.advantages.map((a) => a.episodeId),
@@ -507,9 +510,15 @@ export class TrainingLoop {
         this.record(group.episodes.map((e) => ({ episodeId: e.episodeId, groupId: group.groupId, disposition: 'dropped-step-failed', detail: `step ${step}: ${this.lastError ?? ''}`, step })));
       }
     } finally {
-      this.rolloutSince = performance.now();
+      this.markStepEnd();
       if (!asynchronous) model.resume();
     }
+  }
+
+  /** Where the next step's phases and sampler busy share are measured from. */
+  private markStepEnd(): void {
+    this.rolloutSince = performance.now();
+    this.samplerBusySince = this.model.samplerBusyMs;
   }
 
   /** Drains the model; false when stop() came first (the model then resumes, the batch waits). */

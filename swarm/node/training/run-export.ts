@@ -37,6 +37,7 @@ const CSV_COLUMNS: ReadonlyArray<[string, (s: RunStep) => unknown]> = [
   ['drain_ms', (s) => s.phases?.drainMs],
   ['step_ms', (s) => s.phases?.updateMs],
   ['rollout_tokens_per_s', (s) => s.rolloutTokensPerS],
+  ['sampler_busy_share', (s) => s.samplerBusyShare],
   ['checkpoint', (s) => s.checkpoint],
   ['reverted_at', (s) => s.revertedAt],
 ];

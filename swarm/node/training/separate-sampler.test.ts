@@ -10,12 +10,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { ModelSource, NamedTensors, TrainerEngine } from '../../../worker/common/engine.ts';
+import type { TrainStepSummary } from '../../common/api.ts';
 import type { EngineStarter } from '../models/model-host.ts';
 import { startWorkerEngine } from '../models/start-engine.ts';
 import { PeerRuntime } from '../runtime.ts';
 import { getCalls } from '../store/episode-reads.ts';
 import type { TrainingConfigOverrides } from './config.ts';
-import { chat, runEpisode, startEpisode } from './testing/peer-agent.ts';
+import { chat, get, runEpisode, startEpisode } from './testing/peer-agent.ts';
 
 const folders: string[] = [];
 afterEach(() => {
@@ -128,6 +129,10 @@ describe('a separate sampler engine', () => {
       expect(getCalls(runtime.db, during.episodeId).map((c) => c.policyVersion)).toEqual([0, 1]);
       expect(engines.generates.get(trainer)).toBe(0);
       expect(engines.generates.get(sampler)).toBe(6);
+      // The step reports how busy the sampler was: it answered calls during the step's phases.
+      const { steps } = (await get(runtime, '/api/models/tiny/steps')).body as unknown as { steps: TrainStepSummary[] };
+      expect(steps[0].samplerBusyShare).toBeGreaterThan(0);
+      expect(steps[0].samplerBusyShare).toBeLessThanOrEqual(1);
     } finally {
       await runtime.stop();
     }

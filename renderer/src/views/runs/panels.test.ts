@@ -10,10 +10,10 @@ function source(key: string, over: Partial<PanelSource> = {}): PanelSource {
 const panel = (panels: ReturnType<typeof buildPanels>, id: string) => panels.find((p) => p.id === id)!;
 
 describe('buildPanels', () => {
-  it('gives every panel, in one fixed order, one series per run (two for tokens/s)', () => {
+  it('gives every panel, in one fixed order, one series per run (two for tokens/s, policy lag and busy shares)', () => {
     const panels = buildPanels([source('a'), source('b'), source('c')]);
     expect(panels.map((p) => p.id)).toEqual(PANEL_IDS);
-    for (const p of panels) expect(p.series).toHaveLength(p.id === 'tokens-per-s' || p.id === 'policy-lag' ? 6 : 3);
+    for (const p of panels) expect(p.series).toHaveLength(['tokens-per-s', 'policy-lag', 'busy'].includes(p.id) ? 6 : 3);
     expect(panel(panels, 'reward').series.map((s) => s.key)).toEqual(['a', 'b', 'c']);
   });
 
@@ -54,10 +54,13 @@ describe('buildPanels', () => {
     expect(panel(panels, 'grad-norm').logScaleAllowed).toBe(true);
   });
 
-  it('derives the trainer busy share from the step phases, and plots the lag max and stale drops', () => {
-    const steps = [runStep(1, { phases: { rolloutMs: 600, drainMs: 200, updateMs: 200 }, policyLagMean: 0.5, policyLagMax: 2, droppedStale: 3 })];
+  it('derives the trainer busy share from the step phases beside the sampler’s, and plots the lag max and stale drops', () => {
+    const steps = [runStep(1, { phases: { rolloutMs: 600, drainMs: 200, updateMs: 200 }, samplerBusyShare: 0.9, policyLagMean: 0.5, policyLagMax: 2, droppedStale: 3 })];
     const panels = buildPanels([source('a', { steps })]);
-    expect(panel(panels, 'trainer-busy').series[0].y).toEqual([0.2]);
+    const [trainer, sampler] = panel(panels, 'busy').series;
+    expect(trainer.y).toEqual([0.2]);
+    expect(sampler.y).toEqual([0.9]);
+    expect(sampler.dashed).toBe(true);
     expect(panel(panels, 'policy-lag').series.map((s) => s.y)).toEqual([[0.5], [2]]);
     expect(panel(panels, 'stale').series[0].y).toEqual([3]);
   });

@@ -1,6 +1,6 @@
 /**
  * The training charts, as data: steps + held-out evals + config of one or more runs → one spec per panel, each
- * with one series per run (two for tokens/s: update and rollout). The one home of what the panels are; the run
+ * with one series per run (two for tokens/s, policy lag and busy shares). The one home of what the panels are; the run
  * page, the comparison and the Models page all draw these with RunChart. Pure, cached per steps array.
  */
 import type { RunStep, TrainStepSummary } from '../../../../swarm/common/api.ts';
@@ -33,7 +33,7 @@ export const PANEL_IDS = [
   'discarded',
   'tokens-per-s',
   'policy-lag',
-  'trainer-busy',
+  'busy',
   'stale',
   'merge-savings',
   'tree-savings',
@@ -79,6 +79,7 @@ export interface StepColumns {
   policyLag: Column;
   policyLagMax: Column;
   trainerBusy: Column;
+  samplerBusy: Column;
   droppedStale: Column;
   mergeRatio: Column;
   treeRatio: Column;
@@ -111,6 +112,7 @@ export function stepColumns(steps: readonly (TrainStepSummary | RunStep)[]): Ste
     policyLag: [],
     policyLagMax: [],
     trainerBusy: [],
+    samplerBusy: [],
     droppedStale: [],
     mergeRatio: [],
     treeRatio: [],
@@ -138,6 +140,7 @@ export function stepColumns(steps: readonly (TrainStepSummary | RunStep)[]): Ste
     const phases = s.phases;
     const wall = phases ? phases.rolloutMs + phases.drainMs + phases.updateMs : 0;
     c.trainerBusy.push(phases && wall > 0 ? phases.updateMs / wall : null);
+    c.samplerBusy.push(num(s.samplerBusyShare));
     c.droppedStale.push(num(s.droppedStale));
     const naive = num(s.naiveTokens);
     c.mergeRatio.push(naive !== null && s.metrics.tokens > 0 ? naive / s.metrics.tokens : null);
@@ -183,7 +186,6 @@ const COLUMN_PANELS: readonly ColumnPanel[] = [
   { id: 'grad-norm', title: 'Gradient norm', column: 'gradNorm', format: 'number', logScaleAllowed: true, missing: 'No step reports a gradient norm' },
   { id: 'response-length', title: 'Response length (tokens)', column: 'responseTokens', format: 'compact', missing: 'No step reports a response length' },
   { id: 'discarded', title: 'Discarded groups (uniform reward)', column: 'discardedShare', format: 'percent', yDomain: [0, 1], missing: 'No step reports discarded groups' },
-  { id: 'trainer-busy', title: 'Trainer busy (update share of the step)', column: 'trainerBusy', format: 'percent', yDomain: [0, 1], missing: 'No step reports its phases' },
   { id: 'stale', title: 'Episodes dropped as stale', column: 'droppedStale', format: 'number', missing: 'No step reports stale drops' },
   { id: 'merge-savings', title: 'Merge savings (naive ÷ merged tokens)', column: 'mergeRatio', format: 'ratio', missing: 'No step reports naive tokens' },
   { id: 'tree-savings', title: 'Tree savings (naive ÷ tree tokens)', column: 'treeRatio', format: 'ratio', missing: 'No step trained on a prefix tree' },
@@ -271,15 +273,25 @@ export function buildPanels(sources: readonly PanelSource[]): PanelSpec[] {
     'No step reports policy lag',
   );
 
+  const busy = spec(
+    'busy',
+    'Busy share of the step (trainer, sampler dashed)',
+    'percent',
+    solidAndDashed({ key: 'trainer', label: 'trainer', column: 'trainerBusy' }, { key: 'sampler', label: 'sampler', column: 'samplerBusy' }),
+    'No step reports its phases',
+    { yDomain: [0, 1] },
+  );
+
   const evalSeries = heldOutEvalSeries(sources);
   const evalPanel = spec('eval', evalSeries.title, evalSeries.format, evalSeries.series, evalOffReason(sources), evalSeries.format === 'percent' ? { yDomain: [0, 1] } : {});
 
   const ordered: Record<PanelId, PanelSpec> = {
-    ...(Object.fromEntries(byColumn) as Record<Exclude<PanelId, 'reward' | 'eval' | 'tokens-per-s' | 'policy-lag'>, PanelSpec>),
+    ...(Object.fromEntries(byColumn) as Record<Exclude<PanelId, 'reward' | 'eval' | 'tokens-per-s' | 'policy-lag' | 'busy'>, PanelSpec>),
     reward,
     eval: evalPanel,
     'tokens-per-s': tokens,
     'policy-lag': lag,
+    busy,
   };
   return PANEL_IDS.map((id) => ordered[id]);
 }
