@@ -109,3 +109,21 @@ describe('sampling', () => {
     await expect(engine.generate({ promptIds: prompt, sampling: sampling({ topP: 0 }) })).rejects.toMatchObject({ name: 'InvalidSamplingError' });
   });
 });
+
+describe('weights', () => {
+  // A step changes the weights synchronously once it starts: a read asked for meanwhile (a publish of the weights
+  // racing the next step) gets them after it, and the engine's version says so.
+  it('a read asked for while a step is under way gets the weights after it, never a mix', async () => {
+    const before = await engine.getWeights();
+    const tokens = Array.from({ length: 20 }, (_, i) => (i * 7 + 5) % 250);
+    const mask = tokens.map((_, i) => (i >= 6 ? 1 : 0));
+    const [oldLogprobs] = await engine.logprobs([tokens]);
+    const step = engine.trainStep([{ tokens, lossMask: mask, advantages: mask, oldLogprobs }], { learningRate: 1e-2, lossDivisor: 1 });
+    const during = engine.getWeights();
+    const { policyVersion } = await step;
+    const after = await engine.getWeights();
+    expect(await during).toEqual(after);
+    expect(after).not.toEqual(before);
+    expect(engine.info.policyVersion).toBe(policyVersion);
+  });
+});

@@ -13,7 +13,7 @@
  * keeps serving what it served. A synchronous model drains before the swap, like a training step; an asynchronous
  * one (episodes may span versions) swaps in place: calls under way finish on the old weights, the next get the new.
  */
-import { mkdirSync, readFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import type { SignedManifest, SwarmNode, WeightsManifest } from '../../../p2p/index.ts';
 import type { NamedTensors } from '../../../worker/common/engine.ts';
@@ -35,6 +35,13 @@ export type { RefusalCode, WeightsRefusal } from './weights-blob.ts';
 
 /** Versions kept served per model: the newest, and the one before for peers still fetching it. */
 const SERVED_VERSIONS = 2;
+/**
+ * Fetched blobs kept on disk per model: the newest and the one before. A replica loads a blob once, when it is
+ * fetched; older ones only fill the disk of a mirror that runs for days.
+ */
+const KEPT_BLOBS = 2;
+/** Published and fetched entries listed per model (GET /api/p2p/weights): the recent history, bounded. */
+const LISTED_ENTRIES = 32;
 /** Hex digits of a blob's sha256 in its file name: enough to tell apart the blobs of one version. */
 const BLOB_NAME_HASH_CHARS = 16;
 
@@ -50,6 +57,8 @@ export interface FetchedWeights {
   loaded: boolean;
   /** Why the local model did not load it (absent when it did, or when this peer only keeps the blob). */
   refused?: WeightsRefusal;
+  /** The blob file was deleted: only the newest fetches of a model are kept on disk. */
+  pruned?: boolean;
 }
 
 export interface PublishedWeights {
@@ -136,10 +145,14 @@ export class WeightsSync {
 
   /** Publish the model's live weights as its current policy version (LoRA: the adapter, named after its base). */
   async publish(model: HostedModel): Promise<PublishedWeights> {
-    const version = model.policyVersion;
     const lora = model.engine.info.lora;
     // With LoRA the engine's weights are the adapter in PEFT naming, the tensors `engine.save` writes.
     const tensors = await model.engine.getWeights();
+    // Read after the weights, not before: an asynchronous run's next step may have gone in first, and the engine
+    // answers in order, so its version now is the one these weights are.
+    const version = model.engine.info.policyVersion;
+    const already = this.published.find((p) => p.model === model.name && p.version === version);
+    if (already) return already;
     const meta: BlobMeta = { kind: lora ? 'lora-adapter' : 'full', model: model.name, version };
     if (lora) {
       meta.lora = lora;
@@ -152,6 +165,7 @@ export class WeightsSync {
     this.published.push(entry);
     const mine = this.published.filter((p) => p.model === model.name);
     for (const old of mine.slice(0, -SERVED_VERSIONS)) this.init.node.weights.unserve(old.model, old.version);
+    dropOldest(this.published, model.name, LISTED_ENTRIES);
     this.init.log.info('weights published', { ...entry });
     this.emit(entry);
     return entry;
@@ -238,7 +252,22 @@ export class WeightsSync {
       this.init.log[routine ? 'info' : 'warn']('fetched weights refused', { model: entry.model, version: entry.version, ...entry.refused });
     }
     this.fetched.push(entry);
+    this.pruneFetched(entry.model);
     this.emit(entry);
+  }
+
+  /**
+   * Bounds what a long-running mirror keeps of a model: the blobs of the newest KEPT_BLOBS fetches stay on disk
+   * (older files are deleted, their entries say `pruned`), and the newest LISTED_ENTRIES entries are listed.
+   */
+  private pruneFetched(model: string): void {
+    const mine = this.fetched.filter((f) => f.model === model);
+    for (const old of mine.slice(0, -KEPT_BLOBS)) {
+      if (old.pruned) continue;
+      rmSync(old.path, { force: true });
+      old.pruned = true;
+    }
+    dropOldest(this.fetched, model, LISTED_ENTRIES);
   }
 
   /**
@@ -330,6 +359,17 @@ export class WeightsSync {
 
   close(): void {
     for (const off of this.unsubscribe.splice(0)) off();
+  }
+}
+
+/** Removes the model's oldest entries from `list` (in place) so that at most `keep` of them are left. */
+function dropOldest<T extends { model: string }>(list: T[], model: string, keep: number): void {
+  let excess = list.filter((e) => e.model === model).length - keep;
+  for (let i = 0; i < list.length && excess > 0; ) {
+    if (list[i].model === model) {
+      list.splice(i, 1);
+      excess--;
+    } else i++;
   }
 }
 
