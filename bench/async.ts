@@ -12,11 +12,12 @@
  *
  * Per mode: train episodes per second, the trainer's and the sampler's busy shares of the training wall time (the
  * asynchronous modes sample on an engine of their own, which runs while the trainer updates), wall seconds per step,
- * held-out success before and after the same number of steps, the largest policy lag trained on, and episodes
- * dropped as stale.
+ * held-out success before and after the same number of steps, the largest policy lag trained on, episodes
+ * dropped as stale, and `cpu_share`: the CPU time the peer and its agents used while training over the wall time
+ * of all cores (near 1: the machine's cores, not the waits, set the pace, and overlapping the waits gains little).
  */
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { mkdtempSync, readFileSync } from 'node:fs';
+import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { TrainLoss } from '../worker/common/engine.ts';
@@ -64,6 +65,20 @@ function samplerBusyFraction(records: DemoResult['stepRecords']): number {
   return wall > 0 ? busy / wall : 0;
 }
 
+/**
+ * CPU seconds this process (every thread: the engines' workers too) and its finished children (the agents, their
+ * sandboxes) have used: beside the wall time it says whether a mode is bound by the machine's cores or by waiting.
+ */
+function cpuSeconds(): number {
+  const self = process.cpuUsage();
+  // /proc/self/stat fields 16 and 17 (cutime, cstime), in clock ticks of 1/100 s on Linux; the comm field may hold spaces.
+  const stat = readFileSync('/proc/self/stat', 'utf8');
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  const childTicks = Number(fields[13]) + Number(fields[14]);
+  return (self.user + self.system) / 1e6 + childTicks / CLOCK_TICKS_PER_S;
+}
+const CLOCK_TICKS_PER_S = 100;
+
 export default async function asyncBench(ctx: BenchContext): Promise<Record<string, unknown>> {
   const steps = argNumber(ctx.args, '--steps', 10);
   const evalTasks = argNumber(ctx.args, '--eval-tasks', 100);
@@ -71,8 +86,14 @@ export default async function asyncBench(ctx: BenchContext): Promise<Record<stri
   for (const { mode, staleness, loss } of MODES) {
     const out = mkdtempSync(join(tmpdir(), `agentjet-bench-async-${mode}-`));
     ctx.log(`${mode}: eval ${evalTasks} held-out tasks, ${steps} steps, eval again …`);
+    let trainCpuFrom = 0;
+    let trainCpuS = 0;
     const result = await runDemo({ ...DEFAULT_DEMO, steps, evalTasks, out, script: SLOW_AGENT, reward: DEFAULT_SCRIPTS.calculator.reward, staleness, loss }, (p) => {
-      if (p.phase === 'train') ctx.log(`${mode}: step ${p.step}/${p.total} (${p.record.wallS.toFixed(0)} s)`);
+      if (p.phase === 'train-start') trainCpuFrom = cpuSeconds();
+      if (p.phase === 'train') {
+        trainCpuS = cpuSeconds() - trainCpuFrom;
+        ctx.log(`${mode}: step ${p.step}/${p.total} (${p.record.wallS.toFixed(0)} s)`);
+      }
     });
     const records = result.stepRecords;
     const trainWallS = records.at(-1)?.wallS ?? 0;
@@ -86,6 +107,7 @@ export default async function asyncBench(ctx: BenchContext): Promise<Record<stri
       episodes_per_s: trainWallS > 0 ? round(result.episodes / trainWallS) : 0,
       trainer_busy_fraction: trainWallS > 0 ? round(trainerS / trainWallS) : 0,
       sampler_busy_fraction: round(samplerBusyFraction(records)),
+      cpu_share: trainWallS > 0 ? round(trainCpuS / (trainWallS * availableParallelism())) : 0,
       step_wall_s: round(trainWallS / Math.max(1, result.steps)),
       eval_before: result.eval_before,
       eval_after: result.eval_after,
