@@ -98,6 +98,7 @@ function ModelTabs({ models, selected }: { models: readonly ModelStatus[]; selec
           <EngineStateBadge state={model.engineState} error={model.error} />
           <span className="model-card__facts mono small">
             v{model.policyVersion} · step {formatCount(model.step)} · {model.backend ?? '—'}
+            {model.sampler === 'separate' ? ' · separate sampler' : ''}
           </span>
         </button>
       ))}
