@@ -22,7 +22,7 @@
  */
 import { EventEmitter } from 'node:events';
 import type { ModelStatus } from '../../common/api.ts';
-import type { BackendReport, GenerateResult, LoraConfig, ModelSource, TrainerEngine } from '../../../worker/common/engine.ts';
+import type { BackendName, BackendReport, GenerateResult, LoraConfig, ModelSource, TrainerEngine } from '../../../worker/common/engine.ts';
 import type { ChatTemplate, Tokenizer } from '../../../worker/tokenizer/types.ts';
 import type { TokenizerBundle } from '../../../worker/tokenizer/load.ts';
 
@@ -172,10 +172,6 @@ export class HostedModel {
     return this.busyMs + (this.generating > 0 ? performance.now() - this.busySince : 0);
   }
 
-  /** Whether the calls are served by an engine of their own. */
-  get samplesSeparately(): boolean {
-    return this.loaded?.sampler != null;
-  }
   get tokenizer(): Tokenizer {
     return this.require().tokenizer;
   }
@@ -354,6 +350,8 @@ export type EngineStarter = (source: ModelSource, options?: EngineStartOptions) 
 export interface EngineStartOptions {
   lora?: LoraConfig | null;
   seed?: number;
+  /** Where the host already knows it (a sampler starts on its trainer's backend); otherwise the engine chooses. */
+  backend?: BackendName;
   /** Start a second engine, with the same options, that serves the model's calls (training's `sampler` setting). */
   separateSampler?: boolean;
 }
@@ -393,8 +391,11 @@ export class ModelHost {
       // All settle before anything is decided: an engine whose tokenizer (or sibling) failed must still be closed, or
       // its worker thread keeps the process alive after the peer stopped.
       const { separateSampler, ...engineOptions } = model.engineOptions;
-      const start = () => this.options.startEngine(model.source, engineOptions);
-      const [bundle, engine, sampler] = await Promise.allSettled([this.options.loadTokenizer(model.source), start(), separateSampler ? start() : Promise.resolve(null)]);
+      const [bundle, engine] = await Promise.allSettled([this.options.loadTokenizer(model.source), this.options.startEngine(model.source, engineOptions)]);
+      // The sampler starts on the backend the trainer chose: one measurement, and both engines compute alike.
+      const [sampler] = await Promise.allSettled([
+        separateSampler && engine.status === 'fulfilled' ? this.options.startEngine(model.source, { ...engineOptions, backend: engine.value.info.backend.name }) : null,
+      ]);
       if (bundle.status === 'rejected' || engine.status === 'rejected' || sampler.status === 'rejected') {
         for (const started of [engine, sampler]) if (started.status === 'fulfilled') await started.value?.close().catch(() => undefined);
         const failed = [bundle, engine, sampler].find((r) => r.status === 'rejected') as PromiseRejectedResult;

@@ -7,5 +7,10 @@ import type { EngineStartOptions } from './model-host.ts';
 
 export async function startWorkerEngine(source: ModelSource, options: EngineStartOptions = {}): Promise<TrainerEngine> {
   const { startEngine } = await import('../../../worker/node/engine-client.ts');
-  return startEngine({ source, ...(options.lora ? { lora: options.lora } : {}), ...(options.seed !== undefined ? { seed: options.seed } : {}) });
+  return startEngine({
+    source,
+    ...(options.lora ? { lora: options.lora } : {}),
+    ...(options.seed !== undefined ? { seed: options.seed } : {}),
+    ...(options.backend ? { backend: options.backend } : {}),
+  });
 }

@@ -31,7 +31,7 @@ const OPENING = [
 /**
  * Worker-thread engines, as a peer starts them (in-process ones would share one thread's tfjs backend), that count
  * their generate calls and closes; `holdNextStep` keeps the next trainStep until released. `started` is in call
- * order: the first is the trainer.
+ * order: the first is the trainer (the sampler starts once the trainer chose its backend).
  */
 class Engines {
   readonly started: TrainerEngine[] = [];
@@ -107,6 +107,7 @@ describe('a separate sampler engine', () => {
       expect(model.engine).toBe(trainer);
       expect(model.sampler).toBe(sampler);
       expect(model.status().sampler).toBe('separate');
+      expect(sampler.info.backend.name).toBe(trainer.info.backend.name);
       const before = await sampler.getWeights();
 
       const held = engines.holdNextStep();
