@@ -216,11 +216,6 @@ function keyRowsTransposed(data: Float32Array, base: number, ranges: PositionRan
   return tf.tensor2d(out, [cols, count]);
 }
 
-/** Rows [r0, r1) of a row-major [*, cols] host array, transposed: [cols, r1 − r0]. */
-function rowsTransposed(data: Float32Array, r0: number, r1: number, cols: number): tf.Tensor2D {
-  return keyRowsTransposed(data, 0, [{ start: r0, end: r1 }], r1 - r0, cols);
-}
-
 /** softmax(q·kᵀ + mask) for one block, q [rows, hd] and kT [hd, keys] → [rows, keys] (wasm's fused softmax kernel). */
 function blockProbs(q: tf.Tensor2D, kT: tf.Tensor2D, blk: Block, rep: number): tf.Tensor2D {
   const mask = tf.tensor2d(blk.mask(), [(blk.t1 - blk.t0) * rep, blk.keyCount]);
@@ -302,8 +297,11 @@ function groupedAttention(q: tf.Tensor3D, k: tf.Tensor3D, v: tf.Tensor3D, blocks
 
 /**
  * Gradient per block, P recomputed (never stored): dP = dY·Vᵀ, dS = P ⊙ (dP − rowsum(dY ⊙ Y)), dQ = dS·K,
- * dKᵀ = Qᵀ·dS, dVᵀ = dYᵀ·P — plain 2-D matmuls on host-transposed operands. dK and dV add up on the host over the
- * blocks of a group, each block into its own keys' rows.
+ * dK = dSᵀ·Q, dV = Pᵀ·dY — plain 2-D matmuls on host-transposed operands, and dS and P transposed on the device:
+ * wasm packs a matmul's right operand afresh for every new tensor, and packing a score-sized one (as in Qᵀ·dS)
+ * costs several times the transpose plus a product whose right operand is [rows, hd] (measured: ~135 ms against
+ * ~35 ms at 832 rows × 2,161 keys). dK and dV add up on the host over the blocks of a group, each block into its
+ * own keys' rows.
  */
 function attentionGrad(dy: tf.Tensor, saved: tf.Tensor[], blocks: Block[], rep: number, queryOffset: number): tf.Tensor[] {
   const [qIn, kIn, vIn, yIn] = saved;
@@ -327,34 +325,34 @@ function attentionGrad(dy: tf.Tensor, saved: tf.Tensor[], blocks: Block[], rep: 
     for (const blk of blocks) {
       const r0 = gi * tr + queryRow(blk.t0, queryOffset, rep);
       const r1 = gi * tr + queryRow(blk.t1, queryOffset, rep);
-      const [dqb, dkT, dvT] = tf.tidy(() => {
-        const kT = keyRowsTransposed(kd, gi * t, blk.keys, blk.keyCount, hd); // [hd, keys]
-        const p = blockProbs(rowsTensor(qd, r0, r1, hd), kT, blk, rep); // [rows, keys]
-        const dp = tf.matMul(rowsTensor(dyd, r0, r1, hd), keyRowsTransposed(vd, gi * t, blk.keys, blk.keyCount, hd)); // [rows, keys]
+      const [dqb, dkb, dvb] = tf.tidy(() => {
+        const qb = rowsTensor(qd, r0, r1, hd); // [rows, hd]
+        const dyb = rowsTensor(dyd, r0, r1, hd); // [rows, hd]
+        const p = blockProbs(qb, keyRowsTransposed(kd, gi * t, blk.keys, blk.keyCount, hd), blk, rep); // [rows, keys]
+        const dp = tf.matMul(dyb, keyRowsTransposed(vd, gi * t, blk.keys, blk.keyCount, hd)); // [rows, keys]
         const ds = tf.mul(p, tf.sub(dp, tf.tensor2d(rowSums.subarray(r0, r1), [r1 - r0, 1]))) as tf.Tensor2D; // [rows, keys]
         return [
           tf.matMul(ds, keyRows(kd, gi * t, blk.keys, blk.keyCount, hd)), // dQ [rows, hd]
-          tf.matMul(rowsTransposed(qd, r0, r1, hd), ds), // dKᵀ [hd, keys]
-          tf.matMul(rowsTransposed(dyd, r0, r1, hd), p), // dVᵀ [hd, keys]
+          tf.matMul(tf.transpose(ds), qb), // dK [keys, hd]
+          tf.matMul(tf.transpose(p), dyb), // dV [keys, hd]
         ];
       });
       dq.set(dqb.dataSync() as Float32Array, r0 * hd);
-      addTransposed(dkT.dataSync() as Float32Array, hd, blk, dk, gi * t * hd);
-      addTransposed(dvT.dataSync() as Float32Array, hd, blk, dv, gi * t * hd);
-      tf.dispose([dqb, dkT, dvT]);
+      addKeyRows(dkb.dataSync() as Float32Array, hd, blk, dk, gi * t * hd);
+      addKeyRows(dvb.dataSync() as Float32Array, hd, blk, dv, gi * t * hd);
+      tf.dispose([dqb, dkb, dvb]);
     }
   }
   return [tf.tensor3d(dq, [g, tr, hd]), tf.tensor3d(dk, [g, t, hd]), tf.tensor3d(dv, [g, t, hd])];
 }
 
-/** Add a block's [hd, keys] gradient, transposed, into the rows of its keys of a [T, hd] region at `offset`. */
-function addTransposed(src: Float32Array, hd: number, blk: Block, out: Float32Array, offset: number): void {
-  const cols = blk.keyCount;
+/** Add a block's [keys, hd] gradient into the rows of its keys of a [T, hd] region at `offset`. */
+function addKeyRows(src: Float32Array, hd: number, blk: Block, out: Float32Array, offset: number): void {
   let j = 0;
   for (const r of blk.keys) {
     for (let p = r.start; p < r.end; p++, j++) {
       const dst = offset + p * hd;
-      for (let i = 0; i < hd; i++) out[dst + i] += src[i * cols + j];
+      for (let i = 0; i < hd; i++) out[dst + i] += src[j * hd + i];
     }
   }
 }
