@@ -5,15 +5,16 @@
  */
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
+import { createRequire } from 'node:module';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { openStore } from '../store/db.ts';
 import { ClientRunner } from './runner.ts';
 import { useRunnerFixture, waitForRuns, waitForState } from './testing/fixture.ts';
-import { pythonExecutable, tsxLoaderUrl } from './script.ts';
+import { pythonExecutable } from './script.ts';
 import { episodeSpecs, openTaskSource, parseJsonl } from './tasks.ts';
 import { episodeFromEnv } from '../../../sdk/typescript/agentjet.ts';
 
@@ -278,7 +279,8 @@ describe('long-running SDK clients', () => {
       }, { model: 'tiny', concurrency: 3, repeat: 2 });
       console.log(JSON.stringify(summary));`,
     );
-    const out = await runSdkClient(process.execPath, ['--import', tsxLoaderUrl(), file], { AGENTJET_SWARM_URL: server.swarmUrl, AGENTJET_CLIENT_KEY: server.token });
+    const tsx = pathToFileURL(createRequire(import.meta.url).resolve('tsx')).href;
+    const out = await runSdkClient(process.execPath, ['--import', tsx, file], { AGENTJET_SWARM_URL: server.swarmUrl, AGENTJET_CLIENT_KEY: server.token });
     expect(out.stderr).toBe('');
     expect(JSON.parse(out.stdout)).toMatchObject({ ended: 4, aborted: 2, errors: ['Error: tool exploded', 'Error: tool exploded'] });
     const rewards = (taskId: string) => server.episodesOfTask(taskId).map((e) => [e.state, e.reward]);

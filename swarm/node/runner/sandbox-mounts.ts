@@ -4,7 +4,7 @@
  */
 import { execFileSync } from 'node:child_process';
 import { chownSync, existsSync, lstatSync, readdirSync, readlinkSync, realpathSync } from 'node:fs';
-import { dirname, join, sep } from 'node:path';
+import { dirname, join } from 'node:path';
 import { pythonExecutable } from './script.ts';
 
 /** The system's read-only parts a script's interpreter needs: programs, libraries, their data. */
@@ -18,12 +18,6 @@ export const ETC_ENTRIES = [
   'ca-certificates.conf', 'pki', 'crypto-policies', 'ld.so.cache', 'ld.so.conf', 'ld.so.conf.d', 'localtime',
   'timezone', 'alternatives', 'mime.types', 'passwd', 'group',
 ];
-
-/** The node_modules folder a package's file lies in. */
-export function packagesOf(file: string): string {
-  const at = file.lastIndexOf(`${sep}node_modules${sep}`);
-  return at < 0 ? dirname(file) : file.slice(0, at + `${sep}node_modules`.length);
-}
 
 let prefixes: string[] | undefined;
 /** Where the Python interpreter's own files are (its prefix, a venv's base): read-only in the sandbox. */

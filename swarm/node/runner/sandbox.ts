@@ -21,12 +21,11 @@ import { randomInt } from 'node:crypto';
 import { accessSync, constants as fsConstants, realpathSync, statSync } from 'node:fs';
 import { constants } from 'node:os';
 import { delimiter, dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import type { RunnerIsolation, ScriptLimits } from '../../common/runner-api.ts';
 import { ScriptAttachError } from './errors.ts';
-import { chownTree, packagesOf, parents, pythonPrefixes, readOnly, systemMounts } from './sandbox-mounts.ts';
+import { chownTree, parents, pythonPrefixes, readOnly, systemMounts } from './sandbox-mounts.ts';
 import type { ProcessResult } from './process.ts';
-import { launchCommand, tsxLoaderUrl, type ScriptVersion } from './script.ts';
+import { launchCommand, type ScriptVersion } from './script.ts';
 
 /**
  * Memory of each process when the client sets none: a runaway allocation fails inside the agent, not on the
@@ -251,8 +250,8 @@ class Bubblewrap implements Sandbox {
   }
 
   prepare(run: SandboxRun): PreparedRun {
-    // Inside the sandbox the boundary is the namespace: the script runs as it would unsandboxed (tsx for
-    // TypeScript, child processes allowed), with the work dir and snapshot at the same paths as outside.
+    // Inside the sandbox the boundary is the namespace: the script runs as it would unsandboxed (child processes
+    // allowed), with the work dir and snapshot at the same paths as outside.
     const launch = launchCommand(run.script, { workDir: run.workDir, sandbox: false, dataDir: run.dataDir });
     const uid = this.root ? takeUid() : undefined;
     try {
@@ -289,8 +288,6 @@ class Bubblewrap implements Sandbox {
   private readPaths(run: SandboxRun, interpreter: string): string[] {
     const snapshot = dirname(run.script.file);
     const paths = [snapshot, join(snapshot, 'node_modules'), this.prlimit, ...(this.setpriv ? [this.setpriv] : [])];
-    // tsx, which runs TypeScript, from the app's own packages.
-    if (run.script.runtime === 'node') paths.push(packagesOf(fileURLToPath(tsxLoaderUrl())));
     if (run.script.runtime === 'python') paths.push(...pythonPrefixes());
     // Node (or Electron running as Node) with the files beside its binary.
     else paths.push(dirname(realpathSync(interpreter)));

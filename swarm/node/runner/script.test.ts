@@ -1,0 +1,55 @@
+/**
+ * TypeScript scripts run as the plain module transpiled once at attach, not through tsx each time, and as the
+ * module kind their folder gives them: CommonJS (require, __dirname) where the folder's package.json says nothing,
+ * ESM (import, top-level await) under `"type": "module"` and for `.mts`. Real child processes.
+ */
+import { spawnSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { launchCommand, snapshotScript } from './script.ts';
+
+const dirs: string[] = [];
+afterEach(() => {
+  for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
+});
+
+function folder(packageJson: object | null): string {
+  const dir = mkdtempSync(join(tmpdir(), 'agentjet-script-'));
+  dirs.push(dir);
+  if (packageJson) writeFileSync(join(dir, 'package.json'), JSON.stringify(packageJson));
+  return dir;
+}
+
+/** Attaches the script and runs it once, as the runner would unsandboxed: its launch command and what it printed. */
+function attachAndRun(dir: string, filename: string, code: string): { args: string[]; stdout: string; status: number | null } {
+  const path = join(dir, filename);
+  writeFileSync(path, code);
+  const scripts = join(dir, 'snapshots');
+  mkdirSync(scripts);
+  const script = snapshotScript(scripts, 'agent', { path }, 'auto');
+  const launch = launchCommand(script, { workDir: dir, sandbox: false, dataDir: join(dir, 'data') });
+  const run = spawnSync(launch.command, launch.args, { cwd: dir, encoding: 'utf8' });
+  return { args: launch.args, stdout: run.stdout, status: run.status };
+}
+
+describe('a TypeScript agent script', () => {
+  it('runs as CommonJS in a folder without "type": "module", from its transpiled copy', () => {
+    const ran = attachAndRun(folder({ name: 'lab-agents' }), 'agent.ts', `const os: typeof import('node:os') = require('node:os');\nconst here: string = __dirname;\nconsole.log(typeof os.cpus, here.length > 0);\n`);
+    expect(ran.status).toBe(0);
+    expect(ran.stdout.trim()).toBe('function true');
+    expect(ran.args.at(-1)).toMatch(/agent\.ts\.cjs$/);
+    expect(ran.args.join(' ')).not.toContain('tsx');
+  });
+
+  it('runs as ESM under "type": "module", and as .mts anywhere', () => {
+    const code = `import { cpus } from 'node:os';\nconst n: number = await Promise.resolve(cpus().length);\nconsole.log(n > 0 ? 'esm' : 'none');\n`;
+    const esm = attachAndRun(folder({ type: 'module' }), 'agent.ts', code);
+    expect([esm.status, esm.stdout.trim()]).toEqual([0, 'esm']);
+    expect(esm.args.at(-1)).toMatch(/agent\.ts\.mjs$/);
+    const mts = attachAndRun(folder(null), 'agent.mts', code);
+    expect([mts.status, mts.stdout.trim()]).toEqual([0, 'esm']);
+    expect(mts.args.at(-1)).toMatch(/agent\.mts\.mjs$/);
+  });
+});
