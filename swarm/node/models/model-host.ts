@@ -5,7 +5,7 @@
  * trainer's weights after each change.
  *
  * Who uses what:
- * - the gateway and the episode service read `HostedModel` (engine, tokenizer, template, state) and admit / release
+ * - the gateway and the episode service read `HostedModel` (tokenizer, template, state), sample through `generate` and admit / release
  *   episodes through `admitEpisode` / `releaseEpisode` (the pool);
  * - the training loop (swarm/node/training) drives the state machine and the weights:
  *
