@@ -1,7 +1,8 @@
 /**
  * The demo's scenarios as a benchmark: `npm run bench -- demo [--scenario NAME|all] [--steps N] [--json]`. Runs
  * exactly what `agentjet demo --scenario NAME` runs (eval on the held-out tasks, training, eval again) and reports
- * held-out success before and after, per task, with the wall time.
+ * held-out success before and after, per task (a team's roles' own rewards beside it), with the wall time; the JSON
+ * line also carries each task's script metrics (demoSummary).
  *
  * The cocktail is also compared with each of its tasks trained alone on the same model and the same budget (the
  * same steps of the same batch size): `alone_before`/`alone_after` beside each task's cocktail figures.
@@ -62,6 +63,11 @@ export default async function demoBench(ctx: BenchContext) {
         steps: result.steps,
         wall_s: result.wall_s,
       };
+      // A team's roles: each role's own reward on the held-out tasks.
+      for (const [role, r] of Object.entries(task.roles ?? {})) {
+        row[`${role}_before`] = r.before;
+        row[`${role}_after`] = r.after;
+      }
       if (scenario === 'cocktail') {
         // The same model, settings and steps, on this task alone.
         const alone = await run({ ...optionsOf(ALONE[task.name], SCENARIO_MODELS.cocktail), steps: result.steps, batchTasks: result.options.batchTasks, groupSize: result.options.groupSize, learningRate: result.options.learningRate });

@@ -111,7 +111,14 @@ async function main(): Promise<void> {
     JSON.stringify({
       rewards: { proposer: right ? 1 : 0, verifier: verifierRight ? 1 : 0 },
       success: right && accepted,
-      metrics: { proposer_right: right ? 1 : 0, verifier_right: verifierRight ? 1 : 0, accepted: accepted ? 1 : 0 },
+      // The acceptance rate of right and of wrong proposals apart (each reported only where it applies): a verifier
+      // that compares raises the first and lowers the second; one that only learns to accept raises both.
+      metrics: {
+        proposer_right: right ? 1 : 0,
+        verifier_right: verifierRight ? 1 : 0,
+        accepted: accepted ? 1 : 0,
+        [right ? 'accepted_if_right' : 'accepted_if_wrong']: accepted ? 1 : 0,
+      },
     }),
   );
 }

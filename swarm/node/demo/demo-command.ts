@@ -33,6 +33,7 @@ runs/<time>/report.md with SVG plots and summary.json.
   --eval-temperature            eval sampling temperature (default ${DEFAULT_DEMO.evalTemperature}: the policy as trained; 0: greedy)
   --no-ui                       do not build the UI when it is missing (the live UI's URL is printed at the start)
   --json                        print {"scenario","steps","wall_s","episodes","eval_before","eval_after","merge_token_ratio","backend","tasks"} last
+                                (tasks: each task's held-out success, a team's roles and the script's metrics, before and after)
                                 (with --scenario all: {"scenarios": [...]})`;
 
 function positiveNumber(flag: string, value: string | undefined, fallback: number): number {
@@ -160,7 +161,18 @@ export function lookAtRunLines(result: Pick<DemoResult, 'dataDir' | 'runId'>): s
 /** The `--json` summary of one run: the demo's figures, and each task's held-out success before and after. */
 export function demoSummary(result: DemoResult) {
   const { scenario, steps, wall_s, episodes, eval_before, eval_after, merge_token_ratio, backend, model } = result;
-  const tasks = Object.fromEntries(result.tasks.map((t) => [t.name, { eval_before: t.evalBefore.successRate, eval_after: t.evalAfter.successRate, episodes: t.evalAfter.episodes }]));
+  const tasks = Object.fromEntries(
+    result.tasks.map((t) => [
+      t.name,
+      {
+        eval_before: t.evalBefore.successRate,
+        eval_after: t.evalAfter.successRate,
+        episodes: t.evalAfter.episodes,
+        ...(t.roles ? { roles: t.roles } : {}),
+        metrics: Object.fromEntries(Object.entries(t.metrics).map(([name, m]) => [name, { before: m.before, after: m.after }])),
+      },
+    ]),
+  );
   return { scenario, model, steps, wall_s, episodes, eval_before, eval_after, merge_token_ratio, backend, tasks };
 }
 
@@ -202,6 +214,9 @@ export const demoCommand: Command = {
       );
       if (result.tasks.length > 1) {
         for (const t of result.tasks) process.stderr.write(`  ${t.name}: ${(t.evalBefore.successRate * 100).toFixed(1)}% → ${(t.evalAfter.successRate * 100).toFixed(1)}%\n`);
+      }
+      for (const t of result.tasks) {
+        for (const [role, r] of Object.entries(t.roles ?? {})) process.stderr.write(`  ${role} (${r.model}) reward: ${r.before.toFixed(3)} → ${r.after.toFixed(3)}\n`);
       }
       process.stderr.write(`To look at the run${result.runId ? ` ${result.runId}` : ''}:\n${lookAtRunLines(result).join('\n')}\n`);
       summaries.push(demoSummary(result));

@@ -13,6 +13,7 @@ import { listEpisodes } from '../store/episode-list.ts';
 import { getEpisode } from '../store/episode-reads.ts';
 import { trainStepEpisodes } from '../store/train-steps.ts';
 import { DEFAULT_DEMO, runDemo, type DemoOptions, type DemoProgress } from './demo.ts';
+import { demoSummary } from './demo-command.ts';
 import { writeDemoReport } from './report.ts';
 
 /** One chat call, then a reward the script decides: `REWARD` fixed, or varying so that groups differ. */
@@ -157,6 +158,18 @@ describe('agentjet demo', () => {
         expect(own).toHaveLength(3);
         expect(figures.after).toBeCloseTo(own.reduce((a, e) => a + (e.reward ?? 0), 0) / 3, 10);
       }
+      // The script's metrics: each one's mean over the held-out episodes that reported it; the verdict on right and on
+      // wrong proposals is reported apart, once per team run.
+      const metrics = result.tasks[0].metrics;
+      const reported = held.filter((e) => e.model === 'proposer').map((e) => e.metrics ?? {});
+      for (const [name, figures] of Object.entries(metrics)) {
+        const values = reported.map((m) => m[name]).filter((v): v is number => typeof v === 'number');
+        expect(figures.episodesAfter).toBe(values.length);
+        if (values.length > 0) expect(figures.after).toBeCloseTo(values.reduce((a, v) => a + v, 0) / values.length, 10);
+      }
+      expect(metrics.verifier_right.episodesAfter).toBe(3);
+      expect((metrics.accepted_if_right?.episodesAfter ?? 0) + (metrics.accepted_if_wrong?.episodesAfter ?? 0)).toBe(3);
+      expect(demoSummary(result).tasks.team).toMatchObject({ roles: { proposer: roles.proposer, verifier: roles.verifier }, metrics: { verifier_right: { after: metrics.verifier_right.after } } });
     } finally {
       db.close();
     }

@@ -131,6 +131,20 @@ export interface TaskResult {
   evalAfter: EvalResult;
   /** A team's roles: each role's mean reward on the held-out tasks (its own metric), before and after. */
   roles?: Record<string, { model: string; before: number; after: number }>;
+  /** The held-out mean of each metric the script reports (its result's `metrics`), before and after. */
+  metrics: Record<string, MetricResult>;
+}
+
+/**
+ * One script metric on the held-out tasks: its mean over the episodes that reported it (null when none did). A
+ * script reports a metric only where it applies, so its mean can be a conditional rate (the team's verifier: accepted,
+ * of the right proposals).
+ */
+export interface MetricResult {
+  before: number | null;
+  after: number | null;
+  episodesBefore: number;
+  episodesAfter: number;
 }
 
 /** One trained model of the run (a team trains several). */
@@ -296,6 +310,7 @@ export async function runDemo(options: DemoOptions, onProgress: (p: DemoProgress
       evalBefore: evalBefore.get(task)!.result,
       evalAfter: evalAfter.get(task)!.result,
       ...('team' in task.players ? { roles: roleResults(runtime, task.players.team, evalBefore.get(task)!.runs, evalAfter.get(task)!.runs) } : {}),
+      metrics: metricResults(runtime, evalBefore.get(task)!.runs, evalAfter.get(task)!.runs),
     }));
     const mean = (xs: number[]) => xs.reduce((a, x) => a + x, 0) / xs.length;
     const [primary] = modelResults;
@@ -341,6 +356,29 @@ function roleResults(runtime: PeerRuntime, team: Record<string, string>, before:
     return rewards.length ? rewards.reduce((a, r) => a + r, 0) / rewards.length : 0;
   };
   return Object.fromEntries(Object.entries(team).map(([role, model]) => [role, { model, before: meanOf(before, model), after: meanOf(after, model) }]));
+}
+
+/** The held-out means of the metrics the scripts reported, read from the store (a team's roles share one result). */
+function metricResults(runtime: PeerRuntime, before: ClientRunRecord[], after: ClientRunRecord[]): Record<string, MetricResult> {
+  const means = (runs: ClientRunRecord[]) => {
+    const sums = new Map<string, { sum: number; episodes: number }>();
+    for (const run of runs) {
+      if (run.status !== 'ended' || run.episodeIds.length === 0) continue;
+      for (const [name, value] of Object.entries(getEpisode(runtime.db, run.episodeIds[0])?.metrics ?? {})) {
+        if (typeof value !== 'number' || !Number.isFinite(value)) continue;
+        const entry = sums.get(name) ?? { sum: 0, episodes: 0 };
+        entry.sum += value;
+        entry.episodes += 1;
+        sums.set(name, entry);
+      }
+    }
+    return sums;
+  };
+  const b = means(before);
+  const a = means(after);
+  const names = [...new Set([...b.keys(), ...a.keys()])].sort();
+  const mean = (entry: { sum: number; episodes: number } | undefined) => (entry ? entry.sum / entry.episodes : null);
+  return Object.fromEntries(names.map((name) => [name, { before: mean(b.get(name)), after: mean(a.get(name)), episodesBefore: b.get(name)?.episodes ?? 0, episodesAfter: a.get(name)?.episodes ?? 0 }]));
 }
 
 function scenarioLabel(options: DemoOptions): string {

@@ -36,13 +36,26 @@ function heldOutSection(result: DemoResult): string {
   const perRole = roles.length
     ? `\n\nEach role's own metric: its mean reward on the held-out tasks (each role's model trained only on its role's episodes; the plots follow ${result.models[0].name}, the other models' steps are in summary.json):\n\n${markdownTable(['role', 'model', 'before', 'after', 'change'], roles)}`
     : '';
+  const metrics = result.tasks.flatMap((t) =>
+    Object.entries(t.metrics).map(([name, m]) => [
+      ...(result.tasks.length > 1 ? [t.name] : []),
+      name,
+      m.before === null ? '–' : m.before.toFixed(3),
+      m.after === null ? '–' : m.after.toFixed(3),
+      m.before === null || m.after === null ? '–' : `${m.after - m.before >= 0 ? '+' : ''}${(m.after - m.before).toFixed(3)}`,
+      `${m.episodesBefore} / ${m.episodesAfter}`,
+    ]),
+  );
+  const perMetric = metrics.length
+    ? `\n\nThe metrics the agent script reports: each one's mean over the held-out episodes that reported it:\n\n${markdownTable([...(result.tasks.length > 1 ? ['task'] : []), 'metric', 'before', 'after', 'change', 'episodes (before / after)'], metrics)}`
+    : '';
   return `## Held-out success (${b.episodes} tasks, never trained on)
 
 The demo's own evaluation (scenario: ${result.scenario}): every held-out task once on the starting weights, and again on the
 trained ones (share of eval episodes that reported success; aborted ones count as failures). Labelled "before"/"after" on
 the success plots.
 
-${markdownTable(['', 'success', 'mean reward', 'aborted', 'wall time'], [row('before training', b), row('after training', a)])}${perTask}${perRole}
+${markdownTable(['', 'success', 'mean reward', 'aborted', 'wall time'], [row('before training', b), row('after training', a)])}${perTask}${perRole}${perMetric}
 
 Change: **${((a.successRate - b.successRate) * 100).toFixed(1)} percentage points**. Policy version ${result.policyVersionBefore} → ${result.policyVersionAfter}.
 Model ${result.model} on ${result.backend}, ${result.steps} training steps, ${result.episodes} episodes, ${result.wall_s} s wall time; agents ran ${result.agentsRun}.
