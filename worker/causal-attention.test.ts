@@ -1,7 +1,7 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import * as tf from '@tensorflow/tfjs';
 import { selectBackend } from './backend.ts';
-import { attentionBlockSize, causalAttention } from './causal-attention.ts';
+import { attentionBlockSize, causalAttention, setKeepProbsUntilBytes } from './causal-attention.ts';
 import { seededRandom } from './model.ts';
 import { ancestorRanges, behindTrunk, buildPrefixTree, type TreeLayout } from './prefix-tree.ts';
 
@@ -166,5 +166,62 @@ describe('queries behind a trunk (keys in front that have no query here)', () =>
   it('refuses query rows that do not fit the positions after the offset', () => {
     const k = randTensor([g, 10, hd]) as tf.Tensor3D;
     expect(() => causalAttention(randTensor([g, 7, hd]) as tf.Tensor3D, k, k, undefined, null, 6)).toThrow(RangeError);
+  });
+});
+
+describe('probabilities kept from the forward for the backward (below a memory bound), or recomputed', () => {
+  const tokens = [[1, 2, 3, 4, 5, 6, 7, 8], [1, 2, 3, 9, 10, 11], [1, 2, 3, 4, 5, 12, 13]];
+  const tree = buildPrefixTree(tokens.map((s) => ({ tokens: s, lossMask: s.map(() => 0), advantages: s.map(() => 0), oldLogprobs: s.map(() => 0) })));
+  const t = tree.ids.length;
+  const [g, rep, hd] = [2, 2, 8];
+  const q = randTensor([g, t * rep, hd]) as tf.Tensor3D;
+  const k = randTensor([g, t, hd]) as tf.Tensor3D;
+  const v = randTensor([g, t, hd]) as tf.Tensor3D;
+  const dyWeights = randTensor([g, t * rep, hd]);
+  const gradsOf = (layout: TreeLayout | null, blockSize: number) =>
+    tf.grads((a: tf.Tensor, b: tf.Tensor, c: tf.Tensor) => tf.sum(tf.mul(causalAttention(a as tf.Tensor3D, b as tf.Tensor3D, c as tf.Tensor3D, blockSize, layout), dyWeights)))([q, k, v]);
+  /** Runs `f` with the bound set to `bytes`, restoring the default after. */
+  async function withBound<T>(bytes: number, f: () => Promise<T> | T): Promise<T> {
+    const previous = setKeepProbsUntilBytes(bytes);
+    try {
+      return await f();
+    } finally {
+      setKeepProbsUntilBytes(previous);
+    }
+  }
+  const softmaxKernels = async (layout: TreeLayout | null, blockSize: number) => {
+    const info = await tf.profile(() => gradsOf(layout, blockSize));
+    tf.dispose(info.result as tf.Tensor[]);
+    return info.kernels.filter((kernel) => kernel.name === 'Softmax').length;
+  };
+
+  it('gives the same gradients either way, for a tree and for causal attention, in any block size', async () => {
+    for (const layout of [tree, null]) {
+      for (const blockSize of [t, 1, 4]) {
+        const kept = gradsOf(layout, blockSize);
+        const recomputed = await withBound(0, () => gradsOf(layout, blockSize));
+        for (let i = 0; i < 3; i++) expect(maxDiff(kept[i], recomputed[i]), `block ${blockSize}, grad ${i}`).toBeLessThan(1e-6);
+        tf.dispose([...kept, ...recomputed]);
+      }
+    }
+  });
+
+  it('keeps them when the bound allows: the backward runs no softmax of its own', async () => {
+    for (const blockSize of [t, 4]) {
+      const forwardOnly = await softmaxKernels(tree, blockSize);
+      expect(forwardOnly).toBeGreaterThan(0);
+      expect(await withBound(0, () => softmaxKernels(tree, blockSize))).toBe(2 * forwardOnly);
+    }
+  });
+
+  it('leaves no tensor behind either way, nor in a forward without a gradient', async () => {
+    for (const bytes of [0, 2 ** 30]) {
+      await withBound(bytes, () => {
+        const before = tf.memory().numTensors;
+        tf.dispose(gradsOf(tree, 4));
+        tf.dispose(causalAttention(q, k, v, 4, tree));
+        expect(tf.memory().numTensors).toBe(before);
+      });
+    }
   });
 });

@@ -5,10 +5,10 @@
  * Why it is written this way (wasm backend, measured): 2-D matmuls go to XNNPACK (~25 GFLOP/s) while batched 3-D
  * matmuls and transposed operands take a naive path (~1–2 GFLOP/s; 8 rows × 256 tokens spent most of a training
  * step there). So every product here is a plain 2-D matmul, one attention group at a time, and the gradient is
- * written out (flash-attention style: P is recomputed per block, never stored) so the backward pass needs no
- * transposed or batched matmul either. The per-group operands are cut out and transposed on the host (one download
- * of q, k, v; small uploads): wasm's slice, gather and transpose kernels cost ~0.2–0.6 ms per group, a host copy
- * a few microseconds.
+ * written out (flash-attention style: P is recomputed per block, unless the forward could keep it within a memory
+ * bound: KEEP_PROBS_UNTIL_BYTES) so the backward pass needs no transposed or batched matmul either. The per-group
+ * operands are cut out and transposed on the host (one download of q, k, v; small uploads): wasm's slice, gather
+ * and transpose kernels cost ~0.2–0.6 ms per group, a host copy a few microseconds.
  *
  * Short sequences (a prompt of a few dozen tokens) take one batched op instead: there the per-group loop's op count
  * costs more than the slow kernel's arithmetic. So do backends with fast batched matmuls while the scores fit, and
@@ -267,6 +267,33 @@ function batchedAttention(q: tf.Tensor3D, k: tf.Tensor3D, v: tf.Tensor3D, layout
 /** Query row of position `p` within its group: queries start at `queryOffset`, rep rows per position. */
 const queryRow = (p: number, queryOffset: number, rep: number) => (p - queryOffset) * rep;
 
+/**
+ * Whether the op running now is being recorded for a gradient: inside a customGrad's forward the engine counts one
+ * kernel level (its own), and the tape records it when some gradient scope is open.
+ */
+function recordingForGradient(): boolean {
+  const state = tf.engine().state;
+  return state.gradientDepth > 0 && state.kernelDepth === 1;
+}
+
+/**
+ * Tensor bytes (the backend's total) up to which a forward that a gradient will follow keeps its blocks'
+ * probabilities for the backward, which then skips recomputing them (the scores' matmul, the mask and the softmax:
+ * ~20% of a block's forward and backward, measured at 972 × 2,755 on wasm). Past it the backward recomputes them,
+ * one block at a time, as flash attention does. The bound is on everything the backend holds because wasm's memory
+ * grows and never shrinks: a large model is already past it and keeps nothing, a small one keeps a few hundred MB
+ * at most (a micro-batch of 4,096 tree tokens of the merge bench's 2-layer model keeps ~110 MB).
+ */
+const KEEP_PROBS_UNTIL_BYTES = 512 * 2 ** 20;
+let keepProbsUntilBytes = KEEP_PROBS_UNTIL_BYTES;
+
+/** Sets the bound above (0: every backward recomputes its probabilities; tests take both paths); returns the previous one. */
+export function setKeepProbsUntilBytes(bytes: number): number {
+  const previous = keepProbsUntilBytes;
+  keepProbsUntilBytes = bytes;
+  return previous;
+}
+
 function groupedAttention(q: tf.Tensor3D, k: tf.Tensor3D, v: tf.Tensor3D, blocks: Block[], queryOffset: number): tf.Tensor3D {
   const [g, tr, hd] = q.shape;
   const t = k.shape[1];
@@ -275,36 +302,44 @@ function groupedAttention(q: tf.Tensor3D, k: tf.Tensor3D, v: tf.Tensor3D, blocks
     const qd = qIn.dataSync() as Float32Array;
     const kd = kIn.dataSync() as Float32Array;
     const vd = vIn.dataSync() as Float32Array;
+    const recording = recordingForGradient();
     const out: tf.Tensor2D[] = [];
+    /** Probabilities kept for the backward, and per (group, block) in loop order their index there (−1: recompute). */
+    const kept: tf.Tensor2D[] = [];
+    const keptIndex: number[] = [];
     for (let gi = 0; gi < g; gi++) {
       for (const blk of blocks) {
+        const keep = recording && tf.memory().numBytes + 4 * (blk.t1 - blk.t0) * rep * blk.keyCount <= keepProbsUntilBytes;
         // One tidy per block: its score-sized temporaries are freed before the next block (bounded memory).
-        out.push(
-          tf.tidy(() => {
-            const qb = rowsTensor(qd, gi * tr + queryRow(blk.t0, queryOffset, rep), gi * tr + queryRow(blk.t1, queryOffset, rep), hd); // [rows, hd]
-            const kT = keyRowsTransposed(kd, gi * t, blk.keys, blk.keyCount, hd); // [hd, keys]
-            return tf.matMul(blockProbs(qb, kT, blk, rep), keyRows(vd, gi * t, blk.keys, blk.keyCount, hd)); // [rows, hd]
-          }),
-        );
+        const [yb, p] = tf.tidy((): tf.Tensor2D[] => {
+          const qb = rowsTensor(qd, gi * tr + queryRow(blk.t0, queryOffset, rep), gi * tr + queryRow(blk.t1, queryOffset, rep), hd); // [rows, hd]
+          const kT = keyRowsTransposed(kd, gi * t, blk.keys, blk.keyCount, hd); // [hd, keys]
+          const probs = blockProbs(qb, kT, blk, rep); // [rows, keys]
+          const yb = tf.matMul(probs, keyRows(vd, gi * t, blk.keys, blk.keyCount, hd)) as tf.Tensor2D; // [rows, hd]
+          return keep ? [yb, probs] : [yb];
+        });
+        out.push(yb);
+        keptIndex.push(p ? kept.push(p) - 1 : -1);
       }
     }
     const y = tf.reshape(out.length === 1 ? out[0] : tf.concat(out, 0), [g, tr, hd]);
-    save([qIn, kIn, vIn, y]);
-    return { value: y, gradFunc: (dy: tf.Tensor, saved: tf.Tensor[]) => attentionGrad(dy, saved, blocks, rep, queryOffset) };
+    // The saved copies share the probabilities' data; this forward's scope frees its own handles.
+    save([qIn, kIn, vIn, y, ...kept]);
+    return { value: y, gradFunc: (dy: tf.Tensor, saved: tf.Tensor[]) => attentionGrad(dy, saved, blocks, rep, queryOffset, keptIndex) };
   }) as unknown as CustomGradientFunc);
   return f(q, k, v) as tf.Tensor3D;
 }
 
 /**
- * Gradient per block, P recomputed (never stored): dP = dY·Vᵀ, dS = P ⊙ (dP − rowsum(dY ⊙ Y)), dQ = dS·K,
+ * Gradient per block, P as the forward kept it or recomputed: dP = dY·Vᵀ, dS = P ⊙ (dP − rowsum(dY ⊙ Y)), dQ = dS·K,
  * dK = dSᵀ·Q, dV = Pᵀ·dY — plain 2-D matmuls on host-transposed operands, and dS and P transposed on the device:
  * wasm packs a matmul's right operand afresh for every new tensor, and packing a score-sized one (as in Qᵀ·dS)
  * costs several times the transpose plus a product whose right operand is [rows, hd] (measured: ~135 ms against
  * ~35 ms at 832 rows × 2,161 keys). dK and dV add up on the host over the blocks of a group, each block into its
  * own keys' rows.
  */
-function attentionGrad(dy: tf.Tensor, saved: tf.Tensor[], blocks: Block[], rep: number, queryOffset: number): tf.Tensor[] {
-  const [qIn, kIn, vIn, yIn] = saved;
+function attentionGrad(dy: tf.Tensor, saved: tf.Tensor[], blocks: Block[], rep: number, queryOffset: number, keptIndex: readonly number[]): tf.Tensor[] {
+  const [qIn, kIn, vIn, yIn, ...kept] = saved;
   const [g, tr, hd] = qIn.shape as [number, number, number];
   const t = kIn.shape[1]!;
   const qd = qIn.dataSync() as Float32Array;
@@ -321,14 +356,17 @@ function attentionGrad(dy: tf.Tensor, saved: tf.Tensor[], blocks: Block[], rep: 
   const dq = new Float32Array(g * tr * hd);
   const dk = new Float32Array(g * t * hd);
   const dv = new Float32Array(g * t * hd);
+  let run = 0;
   for (let gi = 0; gi < g; gi++) {
     for (const blk of blocks) {
+      const keptProbs = keptIndex[run] >= 0 ? (kept[keptIndex[run]] as tf.Tensor2D) : null;
+      run++;
       const r0 = gi * tr + queryRow(blk.t0, queryOffset, rep);
       const r1 = gi * tr + queryRow(blk.t1, queryOffset, rep);
       const [dqb, dkb, dvb] = tf.tidy(() => {
         const qb = rowsTensor(qd, r0, r1, hd); // [rows, hd]
         const dyb = rowsTensor(dyd, r0, r1, hd); // [rows, hd]
-        const p = blockProbs(qb, keyRowsTransposed(kd, gi * t, blk.keys, blk.keyCount, hd), blk, rep); // [rows, keys]
+        const p = keptProbs ?? blockProbs(qb, keyRowsTransposed(kd, gi * t, blk.keys, blk.keyCount, hd), blk, rep); // [rows, keys]
         const dp = tf.matMul(dyb, keyRowsTransposed(vd, gi * t, blk.keys, blk.keyCount, hd)); // [rows, keys]
         const ds = tf.mul(p, tf.sub(dp, tf.tensor2d(rowSums.subarray(r0, r1), [r1 - r0, 1]))) as tf.Tensor2D; // [rows, keys]
         return [
@@ -341,6 +379,8 @@ function attentionGrad(dy: tf.Tensor, saved: tf.Tensor[], blocks: Block[], rep: 
       addKeyRows(dkb.dataSync() as Float32Array, hd, blk, dk, gi * t * hd);
       addKeyRows(dvb.dataSync() as Float32Array, hd, blk, dv, gi * t * hd);
       tf.dispose([dqb, dkb, dvb]);
+      // A kept block's probabilities are done with: free them now rather than when the whole backward ends.
+      keptProbs?.dispose();
     }
   }
   return [tf.tensor3d(dq, [g, tr, hd]), tf.tensor3d(dk, [g, t, hd]), tf.tensor3d(dv, [g, t, hd])];
