@@ -7,7 +7,7 @@ import { mkdtempSync, readdirSync, readFileSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { detectSandbox, guardsOnly, hostSandbox, signalFromExitCode } from './sandbox.ts';
+import { AGENT_NICE, detectSandbox, guardsOnly, hostSandbox, signalFromExitCode } from './sandbox.ts';
 import type { ProcessResult } from './process.ts';
 import { useRunnerFixture } from './testing/fixture.ts';
 import { NODE_ATTACKS, PYTHON_ATTACKS, runHostileReport } from './testing/hostile/index.ts';
@@ -75,6 +75,44 @@ function processesOf(episodeId: string): string[] {
   }
   return found;
 }
+
+describe('CPU priority', () => {
+  // Reports its own nice and its session's (the autogroup's; -1 where it may not read it) as metrics.
+  const REPORT_PRIORITY = `
+import { getPriority } from 'node:os';
+import { readFileSync } from 'node:fs';
+let autogroup = -1;
+try {
+  autogroup = Number(/nice (-?\\d+)/.exec(readFileSync('/proc/self/autogroup', 'utf8'))[1]);
+} catch {}
+console.log(JSON.stringify({ reward: 1, metrics: { nice: getPriority(), autogroup } }));
+`;
+  const autogroups = (() => {
+    try {
+      return readFileSync('/proc/sys/kernel/sched_autogroup_enabled', 'utf8').trim() === '1';
+    } catch {
+      return false;
+    }
+  })();
+
+  async function priorityOf(sandbox: ReturnType<typeof hostSandbox>): Promise<Record<string, unknown> | undefined> {
+    const { runner } = await setup({ sandbox });
+    await attachInline(runner, 'priority', 'priority.mjs', REPORT_PRIORITY);
+    await runner.settled('priority');
+    const [run] = runner.runs('priority');
+    expect(run.status).toBe('ended');
+    return (JSON.parse(run.stdout ?? '{}') as { metrics?: Record<string, unknown> }).metrics;
+  }
+
+  // An agent starting beside a step must not take the trainer's core: the peer's engines go first.
+  it.skipIf(!bubblewrap)('a sandboxed agent runs below the peer: its process and its session', async () => {
+    expect(await priorityOf(host)).toEqual({ nice: AGENT_NICE, autogroup: autogroups ? AGENT_NICE : -1 });
+  });
+
+  it.skipIf(process.platform !== 'linux')('so does an agent without the sandbox', async () => {
+    expect(await priorityOf(guardsOnly('forced for the test'))).toMatchObject({ nice: AGENT_NICE });
+  });
+});
 
 describe('network', () => {
   const FETCH_GATEWAY = `

@@ -44,6 +44,17 @@ export const DEFAULT_FILE_SIZE_MB = 1024;
  * stopped sooner.
  */
 export const DEFAULT_CPU_S_PER_TIME_LIMIT_S = 2;
+/**
+ * The CPU priority (nice) an agent's processes run at, below the peer's: agents mostly wait on the model, and the
+ * peer's engines (the trainer's step, the sampler's decoding) are what every agent waits on. Measured (issue #20,
+ * `npm run bench -- async`): with asynchronous training a step runs while the gate lets the next batch of agents
+ * start, a Node agent costs ~0.2 s of CPU to start, and the trainer's thread spent 3.5–4.3 s of a 4.6–5.6 s step
+ * runnable but waiting for a core (its schedstat run delay) for 0.25–0.36 s of CPU; a synchronous step, with no
+ * agent running, took 0.4–0.7 s. With agents at 10, the same run's steps took 0.56–1.08 s (2 cores, load 10–19).
+ * At 10 an agent weighs about a tenth of a peer thread (the kernel's nice weights: 1024 at 0, 110 at 10) and still
+ * gets every core the peer leaves idle.
+ */
+export const AGENT_NICE = 10;
 /** Probing bubblewrap once (`bwrap --ro-bind / / true`) takes milliseconds; this bounds a hung probe. */
 const PROBE_TIMEOUT_MS = 10_000;
 /**
@@ -129,6 +140,31 @@ function onPath(name: string): string | undefined {
   return undefined;
 }
 
+/**
+ * `command args` run at AGENT_NICE, on Linux: every agent has a session of its own (bubblewrap's `--new-session`,
+ * or the runner's detached spawn), and under autogroup scheduling (most Linux desktops) the kernel shares the CPU
+ * between sessions before it looks at a process's nice. So the shell first lowers its session's weight
+ * (/proc/self/autogroup; a kernel without autogroups has no such file, and nothing is said), then runs the command
+ * under `nice`, for kernels that weigh processes alone. Elsewhere (or without sh and nice) the command as it is.
+ */
+export function atAgentPriority(launch: { command: string; args: string[] }): { command: string; args: string[] } {
+  const tools = agentPriorityTools();
+  if (!tools) return launch;
+  const script = `{ echo ${AGENT_NICE} > /proc/self/autogroup; } 2>/dev/null; exec "$0" -n ${AGENT_NICE} "$@"`;
+  return { command: tools.sh, args: ['-c', script, tools.nice, launch.command, ...launch.args] };
+}
+
+let priorityTools: { sh: string; nice: string } | null | undefined;
+
+/** sh and nice on PATH (Linux), found once. */
+function agentPriorityTools(): { sh: string; nice: string } | null {
+  if (priorityTools !== undefined) return priorityTools;
+  const sh = process.platform === 'linux' ? onPath('sh') : undefined;
+  const nice = process.platform === 'linux' ? onPath('nice') : undefined;
+  priorityTools = sh && nice ? { sh, nice } : null;
+  return priorityTools;
+}
+
 let host: Sandbox | undefined;
 
 /** This machine's sandbox, found once: bubblewrap when it works here, the in-process guards otherwise. */
@@ -194,9 +230,9 @@ export function guardsOnly(why: string, prlimit: string | undefined = process.pl
     cutsNetwork: false,
     prepare(run) {
       const launch = launchCommand(run.script, { workDir: run.workDir, sandbox: true, dataDir: run.dataDir });
-      if (!prlimit) return { ...launch, settle: asIs, release() {} };
-      // prlimit execs the script: its end is the script's own.
-      return { command: prlimit, args: [...prlimitArgs(run.limits), '--', launch.command, ...launch.args], settle: asIs, release() {} };
+      // sh, nice and prlimit each exec the next: the script's end is its own.
+      if (!prlimit) return { ...atAgentPriority(launch), settle: asIs, release() {} };
+      return { ...atAgentPriority({ command: prlimit, args: [...prlimitArgs(run.limits), '--', launch.command, ...launch.args] }), settle: asIs, release() {} };
     },
   };
 }
@@ -260,6 +296,17 @@ class Bubblewrap implements Sandbox {
       usedUids.delete(uid!);
       throw err;
     }
+    // Inside the sandbox's session: its weight is the one to lower (atAgentPriority).
+    const inside = atAgentPriority({
+      command: uid !== undefined ? this.setpriv! : this.prlimit,
+      args: [
+        ...(uid !== undefined ? [`--reuid=${uid}`, `--regid=${uid}`, '--clear-groups', '--no-new-privs', this.prlimit] : []),
+        ...prlimitArgs(run.limits),
+        '--',
+        launch.command,
+        ...launch.args,
+      ],
+    });
     const args = [
       '--die-with-parent',
       '--new-session',
@@ -274,12 +321,8 @@ class Bubblewrap implements Sandbox {
       '--bind', run.workDir, run.workDir,
       '--chdir', run.workDir,
       '--',
-      ...(uid !== undefined ? [this.setpriv!, `--reuid=${uid}`, `--regid=${uid}`, '--clear-groups', '--no-new-privs'] : []),
-      this.prlimit,
-      ...prlimitArgs(run.limits),
-      '--',
-      launch.command,
-      ...launch.args,
+      inside.command,
+      ...inside.args,
     ];
     return { command: this.bwrap, args, settle: signalFromExitCode, release: () => void (uid !== undefined && usedUids.delete(uid)) };
   }
@@ -287,7 +330,8 @@ class Bubblewrap implements Sandbox {
   /** What the script needs to read besides the system: its snapshot, its packages, its interpreter. */
   private readPaths(run: SandboxRun, interpreter: string): string[] {
     const snapshot = dirname(run.script.file);
-    const paths = [snapshot, join(snapshot, 'node_modules'), this.prlimit, ...(this.setpriv ? [this.setpriv] : [])];
+    const priority = agentPriorityTools();
+    const paths = [snapshot, join(snapshot, 'node_modules'), this.prlimit, ...(this.setpriv ? [this.setpriv] : []), ...(priority ? [priority.sh, priority.nice] : [])];
     if (run.script.runtime === 'python') paths.push(...pythonPrefixes());
     // Node (or Electron running as Node) with the files beside its binary.
     else paths.push(dirname(realpathSync(interpreter)));
