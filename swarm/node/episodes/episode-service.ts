@@ -71,6 +71,13 @@ export interface EpisodeServiceOptions {
   evalEveryOf?: (model: string) => number;
 }
 
+/** A begin request as validated (defaults filled in). */
+type ParsedBegin = ReturnType<typeof createEpisodeRequestSchema.parse>;
+
+function newEpisodeId(): string {
+  return `ep_${randomBytes(9).toString('base64url')}`;
+}
+
 export class EpisodeService {
   private readonly active = new Map<string, ActiveEpisode>();
   /** Finished episodes, oldest first: id → why they are over. */
@@ -91,14 +98,36 @@ export class EpisodeService {
 
   /** Starts an episode. Throws UnknownModelError, ModelNotReadyError (draining, updating …), PoolFullError or AdmissionThrottledError. */
   create(request: CreateEpisodeRequest) {
+    const { req, model } = this.resolve(request);
+    const episodeId = newEpisodeId();
+    model.admitEpisode(episodeId, req.kind);
+    return this.started(req, model, episodeId);
+  }
+
+  /**
+   * Starts an episode as `create` does, except that a train episode refused by the staleness bound of asynchronous
+   * training waits for it (HostedModel.admitEpisodeWhenOpen, bounded by the model's admissionHoldMs) rather than
+   * being refused at once. `signal`: the client went away; its begin is then never admitted.
+   */
+  async createWhenAdmitted(request: CreateEpisodeRequest, signal?: AbortSignal) {
+    const { req, model } = this.resolve(request);
+    const episodeId = newEpisodeId();
+    await model.admitEpisodeWhenOpen(episodeId, req.kind, signal);
+    return this.started(req, model, episodeId);
+  }
+
+  private resolve(request: CreateEpisodeRequest): { req: ParsedBegin; model: HostedModel } {
     const req = createEpisodeRequestSchema.parse(request);
     const model = this.options.models.find(req.model);
     if (!model) {
       const known = this.options.models.models.flatMap((m) => m.names);
       throw new EpisodeError('UnknownModelError', `no hosted model is called "${req.model}"; this peer serves: ${known.join(', ') || 'none'}`);
     }
-    const episodeId = `ep_${randomBytes(9).toString('base64url')}`;
-    model.admitEpisode(episodeId, req.kind);
+    return { req, model };
+  }
+
+  /** The episode's row, tracker and idle timer, once its model admitted it. */
+  private started(req: ParsedBegin, model: HostedModel, episodeId: string) {
     let meta: EpisodeMeta;
     try {
       meta = insertEpisode(this.options.db, {

@@ -5,7 +5,9 @@
  *   POST /swarm/v1/episodes/:id/abort    { reason } → never trained on
  *   GET  /swarm/v1/status                engine state, pool, step and policy version per model
  * Auth: the control token, or a client key (swarm-auth.ts: in its own client's name, on its own episodes). Answers: 404 unknown model or episode, 409 episode
- * over (late results are refused), 429 pool full, 503 + Retry-After while the model drains or updates.
+ * over (late results are refused), 429 pool full, 503 + Retry-After while the model drains or updates. A train begin
+ * beyond the staleness bound of asynchronous training is held until the bound admits it, and answered 429
+ * staleness_bound only when it did not within the model's admissionHoldMs.
  */
 import {
   abortEpisodeRequestSchema,
@@ -19,6 +21,11 @@ import type { ModelHost } from '../models/model-host.ts';
 import type { EpisodeService } from './episode-service.ts';
 import { withEpisodeErrors } from './http-errors.ts';
 import { clientForNewEpisode, requireOwnEpisode, swarmAuthorizer } from './swarm-auth.ts';
+
+/** A held begin whose client hung up: nobody is left to answer. */
+class BeginAbandonedError extends Error {
+  override name = 'BeginAbandonedError';
+}
 
 /** Episode payloads are small; results with big metrics still fit. */
 const SWARM_BODY_LIMIT = 1024 * 1024;
@@ -43,7 +50,19 @@ export function createSwarmRouter(options: SwarmRoutesOptions): Router {
     const caller = authorize(req);
     const body = await readValidated(req, createEpisodeRequestSchema, SWARM_BODY_LIMIT);
     const client = clientForNewEpisode(caller, body.client);
-    sendJson(res, 201, await withEpisodeErrors(() => options.episodes.create({ ...body, client })));
+    // A train begin beyond the staleness bound waits for it (bounded); a client that hangs up meanwhile is never admitted.
+    const gone = new AbortController();
+    const onClose = () => gone.abort(new BeginAbandonedError('the client closed the connection before its episode was admitted'));
+    res.once('close', onClose);
+    try {
+      sendJson(res, 201, await withEpisodeErrors(() => options.episodes.createWhenAdmitted({ ...body, client }, gone.signal)));
+    } catch (err) {
+      // Nobody is left to answer, and nothing was admitted.
+      if (err instanceof BeginAbandonedError) return;
+      throw err;
+    } finally {
+      res.off('close', onClose);
+    }
   });
 
   router.post('/swarm/v1/episodes/:id/end', async (req, res, ctx) => {

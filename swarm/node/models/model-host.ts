@@ -43,6 +43,20 @@ export const DEFAULT_DRAIN_TIMEOUT_S = 60;
  */
 export const DEFAULT_MAX_IDLE_TIMEOUT_S = 3600;
 
+/**
+ * How long a train begin that the staleness bound refuses is held open, waiting for the gate, before it is answered
+ * 429 staleness_bound as before, unless configured. The gate opens when a step takes its batch or an episode in flight is
+ * aborted: usually within a step's time. Well inside the 30 s every client of a begin waits (the runner, both SDKs,
+ * the p2p episode protocol), so a held begin is answered before its client gives up.
+ */
+export const DEFAULT_ADMISSION_HOLD_MS = 10_000;
+
+/**
+ * Train begins held at once per model; one more is answered 429 at once. Each is an open request and a timer:
+ * far more than η + 1 batches of honest clients, few enough that a flood of begins costs the peer little.
+ */
+export const MAX_HELD_ADMISSIONS = 256;
+
 /** What a finished episode tells the training loop. Rewards and timelines are in the store by then (same transaction). */
 export interface EpisodeDone {
   episodeId: string;
@@ -81,6 +95,13 @@ export class AdmissionThrottledError extends Error {
 /** Whether one more train episode may start now: null, or why not (the training loop's staleness bound). */
 export type AdmissionGate = () => string | null;
 
+/** A train begin waiting for the staleness bound (admitEpisodeWhenOpen). */
+interface HeldAdmission {
+  episodeId: string;
+  /** Answers the begin: admitted (null) or refused with the error. */
+  settle(error: Error | null): void;
+}
+
 export class PoolFullError extends Error {
   override name = 'PoolFullError';
   constructor(
@@ -105,6 +126,8 @@ export interface HostedModelSpec {
   drainTimeoutS?: number;
   /** Episodes asking for a longer idle timeout get this one (default DEFAULT_MAX_IDLE_TIMEOUT_S). */
   maxIdleTimeoutS?: number;
+  /** How long a train begin refused by the staleness bound waits for it (default DEFAULT_ADMISSION_HOLD_MS; 0: answered at once). */
+  admissionHoldMs?: number;
   /** How its engine starts: LoRA adapters and the seed (its training settings say; fixed for the engine's life). */
   engine?: EngineStartOptions;
 }
@@ -123,7 +146,11 @@ export class HostedModel {
   readonly pool: { active: number; limit: number };
   readonly drainTimeoutS: number;
   readonly maxIdleTimeoutS: number;
+  readonly admissionHoldMs: number;
   private readonly activeEpisodes = new Set<string>();
+  /** Train begins waiting for the staleness bound, first come first admitted. */
+  private readonly heldAdmissions: HeldAdmission[] = [];
+  private reopening = false;
   private readonly activeTrain = new Set<string>();
   private admissionGate: AdmissionGate | null = null;
   /** Generations under way on the sampler, and the busy time they add up to (`samplerBusyMs`). */
@@ -142,6 +169,7 @@ export class HostedModel {
     this.pool = { active: 0, limit: spec.poolLimit };
     this.drainTimeoutS = spec.drainTimeoutS ?? DEFAULT_DRAIN_TIMEOUT_S;
     this.maxIdleTimeoutS = spec.maxIdleTimeoutS ?? DEFAULT_MAX_IDLE_TIMEOUT_S;
+    this.admissionHoldMs = spec.admissionHoldMs ?? DEFAULT_ADMISSION_HOLD_MS;
     this.engineOptions = spec.engine ?? {};
   }
 
@@ -207,6 +235,8 @@ export class HostedModel {
     if (this.state === state) return;
     this.state = state;
     this.events.emit('state', state);
+    // A model that drains, updates or failed answers the begins it holds as it would answer new ones.
+    this.reopenAdmissions();
   }
 
   /**
@@ -244,6 +274,7 @@ export class HostedModel {
     this.admissionGate = gate;
     return () => {
       if (this.admissionGate === gate) this.admissionGate = null;
+      this.reopenAdmissions();
     };
   }
 
@@ -259,14 +290,98 @@ export class HostedModel {
 
   /** Reserves a pool slot for a new episode; throws ModelNotReadyError, PoolFullError or AdmissionThrottledError. */
   admitEpisode(episodeId: string, kind: 'train' | 'eval' = 'train'): void {
-    if (!this.acceptsEpisodes) throw new ModelNotReadyError(this.name, this.state);
-    if (this.pool.active >= this.pool.limit) throw new PoolFullError(this.name, this.pool.limit);
+    this.refuseUnlessReady();
     const refusal = kind === 'train' ? (this.admissionGate?.() ?? null) : null;
     if (refusal) throw new AdmissionThrottledError(this.name, refusal);
     if (kind === 'train') this.activeTrain.add(episodeId);
     this.activeEpisodes.add(episodeId);
     this.pool.active = this.activeEpisodes.size;
     if (this.state === 'idle') this.setState('rolling');
+  }
+
+  /**
+   * Like admitEpisode, but a train episode the staleness bound refuses waits for the gate to open instead of being
+   * refused at once: a client gets its slot as soon as a step has taken the episodes ahead of it, rather than
+   * backing off blind (a runner holds its whole script for the Retry-After). Held begins are admitted first come
+   * first served, and a new one waits behind them. The model not accepting episodes and a full pool are answered at
+   * once as by admitEpisode; a held begin is answered with the error that applies when the gate opens (the model
+   * drained, the pool filled), with AdmissionThrottledError after `admissionHoldMs` or beyond MAX_HELD_ADMISSIONS,
+   * and with the signal's reason when the client goes away (its begin is then never admitted).
+   */
+  async admitEpisodeWhenOpen(episodeId: string, kind: 'train' | 'eval', signal?: AbortSignal): Promise<void> {
+    if (kind === 'eval') return this.admitEpisode(episodeId, kind);
+    this.reopenAdmissions();
+    if (this.heldAdmissions.length === 0) {
+      try {
+        return this.admitEpisode(episodeId, kind);
+      } catch (err) {
+        if (!(err instanceof AdmissionThrottledError) || this.admissionHoldMs <= 0 || this.heldAdmissions.length >= MAX_HELD_ADMISSIONS) throw err;
+      }
+    } else {
+      // Behind the held ones, whatever the gate says now; what would refuse it at once still does.
+      this.refuseUnlessReady();
+      if (this.heldAdmissions.length >= MAX_HELD_ADMISSIONS) throw new AdmissionThrottledError(this.name, `${this.heldAdmissions.length} train episodes are already waiting for the staleness bound`);
+    }
+    signal?.throwIfAborted();
+    await new Promise<void>((resolve, reject) => {
+      const held: HeldAdmission = {
+        episodeId,
+        settle: (error) => {
+          clearTimeout(timer);
+          signal?.removeEventListener('abort', onAbort);
+          if (error) reject(error);
+          else resolve();
+        },
+      };
+      const drop = (error: Error) => {
+        const at = this.heldAdmissions.indexOf(held);
+        if (at < 0) return;
+        this.heldAdmissions.splice(at, 1);
+        held.settle(error);
+      };
+      const timer = setTimeout(() => drop(new AdmissionThrottledError(this.name, this.admissionGate?.() ?? 'the staleness bound stayed closed')), this.admissionHoldMs);
+      const onAbort = () => drop(signal!.reason instanceof Error ? signal!.reason : new Error(String(signal!.reason)));
+      signal?.addEventListener('abort', onAbort, { once: true });
+      this.heldAdmissions.push(held);
+    });
+  }
+
+  /** Train begins waiting for the staleness bound now. */
+  get heldAdmissionCount(): number {
+    return this.heldAdmissions.length;
+  }
+
+  /**
+   * Admits the held train begins, in order, while the gate lets them in; answers those the model now refuses for
+   * another reason. The training loop calls it when the bound may have opened (a step took its batch, its status
+   * or settings changed); the model itself when an episode leaves, its state changes or the gate goes.
+   */
+  reopenAdmissions(): void {
+    // Admitting one may change the state (idle → rolling), which calls this again: the outer loop goes on.
+    if (this.reopening) return;
+    this.reopening = true;
+    try {
+      while (this.heldAdmissions.length > 0) {
+        const held = this.heldAdmissions[0];
+        let error: Error | null = null;
+        try {
+          this.admitEpisode(held.episodeId, 'train');
+        } catch (err) {
+          if (err instanceof AdmissionThrottledError) return;
+          error = err as Error;
+        }
+        this.heldAdmissions.shift();
+        held.settle(error);
+      }
+    } finally {
+      this.reopening = false;
+    }
+  }
+
+  /** What refuses any new episode at once: a model that does not take episodes now, a full pool. */
+  private refuseUnlessReady(): void {
+    if (!this.acceptsEpisodes) throw new ModelNotReadyError(this.name, this.state);
+    if (this.pool.active >= this.pool.limit) throw new PoolFullError(this.name, this.pool.limit);
   }
 
   /** Frees the episode's slot and tells listeners (the training loop) how it finished. Idempotent per episode. */
@@ -277,6 +392,8 @@ export class HostedModel {
     if (this.pool.active === 0 && this.state === 'rolling') this.setState('idle');
     this.events.emit('done', done);
     if (this.pool.active === 0) this.events.emit('empty');
+    // After the listeners: the training loop has counted the episode (queued, dropped or gone) by now.
+    this.reopenAdmissions();
   }
 
   /**
@@ -333,6 +450,7 @@ export class HostedModel {
 
   /** Stops the engine's worker thread (safe to call twice, and before loading finished). */
   async close(): Promise<void> {
+    for (const held of this.heldAdmissions.splice(0)) held.settle(new AdmissionThrottledError(this.name, 'the model is closing'));
     const loaded = this.loaded;
     this.loaded = undefined;
     if (loaded) await Promise.all([loaded.engine.close(), loaded.sampler?.close()]);

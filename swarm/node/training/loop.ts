@@ -266,6 +266,8 @@ export class TrainingLoop {
       this.options.runChanged?.(run);
     }
     this.options.log.info('training settings changed', { model: this.model.name, changes });
+    // A larger bound (staleness, batch size) may admit held begins now.
+    this.model.reopenAdmissions();
     this.maybeStep();
     return this.config;
   }
@@ -277,6 +279,8 @@ export class TrainingLoop {
   private setStatus(status: TrainingStatus): void {
     const changed = status !== this.status;
     this.status = status;
+    // Only a running loop bounds admission (admissionRefusal).
+    if (changed) this.model.reopenAdmissions();
     const run = this.run;
     if (!run || !changed) return;
     const runStatus: RunStatus = status;
@@ -436,6 +440,8 @@ export class TrainingLoop {
       if (!asynchronous) model.setState('updating');
       // Taken after draining: the episodes that finished meanwhile may complete more groups.
       batch = this.batcher.takeBatch(model.policyVersion);
+      // The batch (and any stale episodes dropped with it) no longer counts against the bound: held begins go in.
+      model.reopenAdmissions();
       if (!batch) return;
       const groups = this.loadGroups(batch);
       const trainBatch = buildTrainBatch(groups, config.advantageEpsilon);
