@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { HostedModel, ModelNotReadyError, PoolFullError, type EpisodeDone } from './model-host.ts';
+import { AdmissionThrottledError, HostedModel, MAX_HELD_ADMISSIONS, ModelNotReadyError, PoolFullError, type EpisodeDone } from './model-host.ts';
 import { resolveModelSpecs } from './model-spec.ts';
 import { ModelSpecError } from './model-host.ts';
 
@@ -106,5 +106,66 @@ describe('a bounded drain', () => {
     // A later drain with nothing in flight resolves at once and schedules nothing.
     await m.drain();
     expect(told).toBe(false);
+  });
+});
+
+describe('train begins held for the staleness bound', () => {
+  /** A model whose gate is closed until `open()`. */
+  function gated(poolLimit: number, admissionHoldMs?: number) {
+    const m = new HostedModel({ name: 'tiny', source: { kind: 'builtin', name: 'tiny' }, aliases: [], poolLimit, admissionHoldMs });
+    m.setState('idle');
+    let closed = true;
+    m.setAdmissionGate(() => (closed ? 'the bound is reached' : null));
+    return {
+      m,
+      open() {
+        closed = false;
+        m.reopenAdmissions();
+      },
+    };
+  }
+
+  it('go in first come first served when the gate opens; one beyond MAX_HELD_ADMISSIONS is refused at once', async () => {
+    const { m, open } = gated(MAX_HELD_ADMISSIONS + 1);
+    const admitted: number[] = [];
+    const held = Array.from({ length: MAX_HELD_ADMISSIONS }, (_, i) => m.admitEpisodeWhenOpen(`e${i}`, 'train').then(() => admitted.push(i)));
+    expect(m.heldAdmissionCount).toBe(MAX_HELD_ADMISSIONS);
+    await expect(m.admitEpisodeWhenOpen('one-too-many', 'train')).rejects.toBeInstanceOf(AdmissionThrottledError);
+    // Eval episodes never wait for the bound.
+    await m.admitEpisodeWhenOpen('eval', 'eval');
+    open();
+    await Promise.all(held);
+    expect(admitted).toEqual(Array.from({ length: MAX_HELD_ADMISSIONS }, (_, i) => i));
+    expect(m.activeTrainEpisodes).toBe(MAX_HELD_ADMISSIONS);
+  });
+
+  it('are answered as new begins are when the model starts draining, and the pool fills', async () => {
+    const draining = gated(4);
+    const waiting = draining.m.admitEpisodeWhenOpen('a', 'train');
+    void draining.m.drain();
+    await expect(waiting).rejects.toBeInstanceOf(ModelNotReadyError);
+
+    const full = gated(1);
+    const first = full.m.admitEpisodeWhenOpen('a', 'train');
+    full.m.admitEpisode('eval', 'eval');
+    full.open();
+    await expect(first).rejects.toBeInstanceOf(PoolFullError);
+  });
+
+  it('are refused with AdmissionThrottledError once the hold is spent, and leave nothing behind', async () => {
+    const { m } = gated(4, 1);
+    await expect(m.admitEpisodeWhenOpen('a', 'train')).rejects.toBeInstanceOf(AdmissionThrottledError);
+    expect(m.heldAdmissionCount).toBe(0);
+    expect(m.pool.active).toBe(0);
+  });
+
+  it('a begin whose client went away is never admitted', async () => {
+    const { m, open } = gated(4);
+    const gone = new AbortController();
+    const waiting = m.admitEpisodeWhenOpen('a', 'train', gone.signal);
+    gone.abort(new Error('hung up'));
+    await expect(waiting).rejects.toThrow('hung up');
+    open();
+    expect(m.pool.active).toBe(0);
   });
 });
