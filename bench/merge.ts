@@ -273,6 +273,9 @@ export default async function merge(ctx: BenchContext): Promise<Record<string, u
       mergeTimelines([warm], 'naive').timelines.map((t) => timelineSample(t, 1)),
       { ...TRAIN, packing },
     );
+  // Each row goes to the progress log as it completes (a group's naive step and the check take minutes); the tables
+  // print at the end.
+  const logRow = (title: string, row: Row) => ctx.log(`${title}:\n${formatTable([row])}`);
   const rows: Row[] = [];
   for (const [i, calls] of episodes.entries()) {
     const merged = mergeTimelines(calls, 'merged');
@@ -293,6 +296,7 @@ export default async function merge(ctx: BenchContext): Promise<Record<string, u
       update_time_ratio: round(naiveStep.ms / mergedStep.ms),
       merge_rate: merged.savings.mergeRate,
     });
+    logRow('single episode', rows[rows.length - 1]);
   }
 
   const groupRows: Row[] = [];
@@ -323,6 +327,7 @@ export default async function merge(ctx: BenchContext): Promise<Record<string, u
       tree_vs_merged_tokens: round(tokens(merged) / treeStep.computedTokens),
       group_prefix_cache_share: group.prefixCacheShare === null ? null : round(group.prefixCacheShare),
     });
+    logRow('group', groupRows[groupRows.length - 1]);
   }
   await engine.close();
 
@@ -346,6 +351,7 @@ export default async function merge(ctx: BenchContext): Promise<Record<string, u
       gradient_rel_error: gradientError,
       within_1e4: lossError <= 1e-4 && gradientError <= 1e-4,
     };
+    logRow('exactness', exactness);
   }
 
   const backend = engine.info.backend.name;
