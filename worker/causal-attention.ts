@@ -282,8 +282,9 @@ function recordingForGradient(): boolean {
  * ~20% of a block's forward and backward, measured at 972 × 2,755 on wasm). Past it the backward recomputes them,
  * one block at a time, as flash attention does. The bound is on everything the backend holds because wasm's memory
  * grows and never shrinks: a large model is already past it and keeps nothing, a small one keeps a few hundred MB
- * at most (the merge bench's 8 × 25-turn tree step, 2 layers × 2 kv heads × ~13.7M scores per micro-batch, peaked
- * at ~460 MB of tensors against ~310 MB recomputing).
+ * at most (the merge bench's tree step peaked at ~460 MB of tensors against ~310 MB recomputing on 8 × 25 turns,
+ * 2 layers × 2 kv heads × ~13.7M scores per micro-batch, and at ~600 MB against ~350 MB on 8 × 50; a bound of
+ * 256 MB kept less and saved about half as much there).
  */
 const KEEP_PROBS_UNTIL_BYTES = 512 * 2 ** 20;
 let keepProbsUntilBytes = KEEP_PROBS_UNTIL_BYTES;
