@@ -9,8 +9,10 @@
  * beyond the staleness bound of asynchronous training is held until the bound admits it, and answered 429
  * staleness_bound only when it did not within the model's admissionHoldMs.
  */
+import type { ServerResponse } from 'node:http';
 import {
   abortEpisodeRequestSchema,
+  type CreateEpisodeRequest,
   createEpisodeRequestSchema,
   endEpisodeRequestSchema,
   type SwarmStatusResponse,
@@ -25,6 +27,25 @@ import { clientForNewEpisode, requireOwnEpisode, swarmAuthorizer } from './swarm
 /** A held begin whose client hung up: nobody is left to answer. */
 class BeginAbandonedError extends Error {
   override name = 'BeginAbandonedError';
+}
+
+/**
+ * Begins an episode for an HTTP request and answers 201 with it. A train begin beyond the staleness bound waits for
+ * it (bounded: createWhenAdmitted); a client that hangs up meanwhile is never admitted, and gets no answer.
+ */
+export async function beginAnswering(res: ServerResponse, episodes: EpisodeService, request: CreateEpisodeRequest): Promise<void> {
+  const gone = new AbortController();
+  const onClose = () => gone.abort(new BeginAbandonedError('the client closed the connection before its episode was admitted'));
+  res.once('close', onClose);
+  try {
+    sendJson(res, 201, await withEpisodeErrors(() => episodes.createWhenAdmitted(request, gone.signal)));
+  } catch (err) {
+    // Nobody is left to answer, and nothing was admitted.
+    if (err instanceof BeginAbandonedError) return;
+    throw err;
+  } finally {
+    res.off('close', onClose);
+  }
 }
 
 /** Episode payloads are small; results with big metrics still fit. */
@@ -49,20 +70,7 @@ export function createSwarmRouter(options: SwarmRoutesOptions): Router {
   router.post('/swarm/v1/episodes', async (req, res) => {
     const caller = authorize(req);
     const body = await readValidated(req, createEpisodeRequestSchema, SWARM_BODY_LIMIT);
-    const client = clientForNewEpisode(caller, body.client);
-    // A train begin beyond the staleness bound waits for it (bounded); a client that hangs up meanwhile is never admitted.
-    const gone = new AbortController();
-    const onClose = () => gone.abort(new BeginAbandonedError('the client closed the connection before its episode was admitted'));
-    res.once('close', onClose);
-    try {
-      sendJson(res, 201, await withEpisodeErrors(() => options.episodes.createWhenAdmitted({ ...body, client }, gone.signal)));
-    } catch (err) {
-      // Nobody is left to answer, and nothing was admitted.
-      if (err instanceof BeginAbandonedError) return;
-      throw err;
-    } finally {
-      res.off('close', onClose);
-    }
+    await beginAnswering(res, options.episodes, { ...body, client: clientForNewEpisode(caller, body.client) });
   });
 
   router.post('/swarm/v1/episodes/:id/end', async (req, res, ctx) => {

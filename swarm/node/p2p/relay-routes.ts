@@ -11,7 +11,7 @@ import {
   type SwarmStatusResponse,
 } from '../../common/swarm-api.ts';
 import { bearerToken } from '../control/auth.ts';
-import { withEpisodeErrors } from '../episodes/http-errors.ts';
+import { beginAnswering } from '../episodes/routes.ts';
 import { clientForNewEpisode, requireOwnEpisode, swarmAuthorizer } from '../episodes/swarm-auth.ts';
 import { HttpError, badRequest } from '../http/errors.ts';
 import { parseJsonBody, readBody, readValidated, requireJsonContentType, sendJson } from '../http/respond.ts';
@@ -109,10 +109,7 @@ function episodesRelay(
     const caller = authorize(req);
     const body = await readValidated(req, createEpisodeRequestSchema, EPISODE_BODY_LIMIT);
     const client = clientForNewEpisode(caller, body.client);
-    if (init.serving.models.find(body.model)) {
-      sendJson(res, 201, await withEpisodeErrors(() => init.serving.episodes.create({ ...body, client })));
-      return;
-    }
+    if (init.serving.models.find(body.model)) return beginAnswering(res, init.serving.episodes, { ...body, client });
     const episode = await init.remote.begin({ ...body, client });
     sendJson(res, 201, {
       episodeId: episode.episodeId,

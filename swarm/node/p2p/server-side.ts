@@ -33,11 +33,13 @@ export function serveSwarmProtocols(init: ServerSideInit): void {
   /** Episode id → the client peer that began it: only that peer may end or abort it. */
   const owners = new Map<string, string>();
 
-  node.episode.handle(async (message, { peerId }) => {
+  node.episode.handle(async (message, { peerId, signal }) => {
     try {
       const rpc = validate(EpisodeRpc, message);
       if (rpc.type === 'begin') {
-        const created = serving.episodes.create(validate(createEpisodeRequestSchema, rpc.request));
+        // A train begin beyond the staleness bound waits for it (bounded, well inside the caller's read timeout); a
+        // stream closed meanwhile admits nothing.
+        const created = await serving.episodes.createWhenAdmitted(validate(createEpisodeRequestSchema, rpc.request), signal);
         owners.set(created.episodeId, peerId);
         // Kept after the episode is over, so late results get the EpisodeService's clear 409; bounded.
         if (owners.size > REMEMBERED_OWNERS) owners.delete(owners.keys().next().value!);
