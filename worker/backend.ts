@@ -241,19 +241,27 @@ function readsSynchronously(): boolean {
 
 let reference: Float32Array | null = null;
 
-async function selfCheck(tfName: string): Promise<{ ok: boolean; maxAbsError: number }> {
+/** The self-check's verdict; `failure` says how it failed when it was not a tolerance exceeded. */
+interface SelfCheck {
+  ok: boolean;
+  maxAbsError: number;
+  failure?: 'initialisation failed' | 'non-finite results';
+}
+
+async function selfCheck(tfName: string): Promise<SelfCheck> {
   if (!reference) {
     // Production mode: tfjs then skips its console banners (e.g. "install the node backend" on first cpu use).
     tf.env().set('PROD', true);
     await tf.setBackend('cpu');
     reference = await probe();
   }
-  if (!(await tf.setBackend(tfName))) return { ok: false, maxAbsError: Infinity };
+  // tfjs says why an initialisation failed only as a warning, which production mode silences: say at least that.
+  if (!(await tf.setBackend(tfName))) return { ok: false, maxAbsError: Infinity, failure: 'initialisation failed' };
   await tf.ready();
   const got = await probe();
   let maxAbsError = 0;
   for (let i = 0; i < got.length; i++) maxAbsError = Math.max(maxAbsError, Math.abs(got[i] - reference[i]));
-  if (Number.isNaN(maxAbsError)) maxAbsError = Infinity;
+  if (!Number.isFinite(maxAbsError)) return { ok: false, maxAbsError: Infinity, failure: 'non-finite results' };
   return { ok: maxAbsError <= SELF_CHECK_TOLERANCE, maxAbsError };
 }
 
@@ -279,7 +287,7 @@ function messageOf(err: unknown): string {
 interface Admitted {
   name: BackendName;
   tfName: string;
-  check: { ok: boolean; maxAbsError: number };
+  check: SelfCheck;
   readsSync: boolean;
   /** WebGPU: which matmul kernels were measured faster (worker/webgpu/matmul.ts calibrateMatmul). */
   kernels?: string;
@@ -365,7 +373,7 @@ export async function selectBackend(prefer?: BackendName, options: SelectOptions
       const tfName = await register(name);
       const check = await selfCheck(tfName);
       if (!check.ok) {
-        passedOver.push({ name, reason: `failed the numerics self-check (max error ${check.maxAbsError})` });
+        passedOver.push({ name, reason: `failed the numerics self-check (${check.failure ?? `max error ${check.maxAbsError}`})` });
         continue;
       }
       const readsSync = readsSynchronously();
