@@ -69,8 +69,8 @@ export default async function demoBench(ctx: BenchContext) {
         row[`${role}_after`] = r.after;
       }
       if (scenario === 'cocktail') {
-        // The same model, settings and steps, on this task alone.
-        const alone = await run({ ...optionsOf(ALONE[task.name], SCENARIO_MODELS.cocktail), steps: result.steps, batchTasks: result.options.batchTasks, groupSize: result.options.groupSize, learningRate: result.options.learningRate });
+        // The same model, settings (the KL coefficient too) and steps, on this task alone.
+        const alone = await run({ ...optionsOf(ALONE[task.name], SCENARIO_MODELS.cocktail), steps: result.steps, batchTasks: result.options.batchTasks, groupSize: result.options.groupSize, learningRate: result.options.learningRate, klCoef: result.options.klCoef });
         row.alone_before = alone.eval_before;
         row.alone_after = alone.eval_after;
         row.vs_alone_pp = Math.round((task.evalAfter.successRate - alone.eval_after) * 1000) / 10;
