@@ -9,10 +9,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { createSwarmToken } from '../../../p2p/index.ts';
-import { eventually } from '../../../p2p/testing/nodes.ts';
 import type { CreateEpisodeResponse } from '../../common/swarm-api.ts';
 import { PeerRuntime } from '../runtime.ts';
-import { swarmPost, TINY_MODEL } from './testing/replica-peers.ts';
+import { swarmPost, TINY_MODEL, untilHeard } from './testing/replica-peers.ts';
 
 const LOOPBACK = ['/ip4/127.0.0.1/tcp/0'];
 /** The deadline of waiting for a begin to reach the server's gate: generous on a loaded machine. */
@@ -44,10 +43,7 @@ beforeAll(async () => {
     consoleLogLevel: 'silent',
     p2p: { swarmToken, listen: LOOPBACK, mdns: false, presenceIntervalMs: 200, bootstrap: [server.p2p!.node.multiaddrs()[0]] },
   });
-  await eventually(() => client.p2p!.node.presence.list().some((entry) => entry.peerId === server.p2p!.node.peerId), {
-    what: "the server's presence at the client",
-    intervalMs: 50,
-  });
+  await untilHeard(client, server);
 }, 120_000);
 
 afterAll(async () => {

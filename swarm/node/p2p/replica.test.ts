@@ -8,9 +8,8 @@ import { basename, dirname, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createSwarmToken } from '../../../p2p/index.ts';
 import type { CreateEpisodeResponse } from '../../common/swarm-api.ts';
-import { eventually } from '../../../p2p/testing/nodes.ts';
 import { PeerRuntime } from '../runtime.ts';
-import { nextFetched, playGroup } from './testing/replica-peers.ts';
+import { nextFetched, playGroup, swarmPost, untilHeard } from './testing/replica-peers.ts';
 import type { FetchedWeights } from './weights-sync.ts';
 
 const LOOPBACK = ['/ip4/127.0.0.1/tcp/0'];
@@ -44,25 +43,13 @@ beforeAll(async () => {
     p2p: { swarmToken, listen: LOOPBACK, mdns: false, presenceIntervalMs: 200, bootstrap: [trainer.p2p!.node.multiaddrs()[0]], mirror: ['tiny'] },
   });
   // Weights are announced over gossip: wait until the trainer's announcements reach the replica.
-  await eventually(() => replica.p2p!.node.presence.list().some((entry) => entry.peerId === trainer.p2p!.node.peerId), {
-    what: "the trainer's presence at the replica",
-    intervalMs: 50,
-  });
+  await untilHeard(replica, trainer);
 }, 120_000);
 
 afterAll(async () => {
   await Promise.allSettled([replica?.stop(), trainer?.stop()]);
   for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
 });
-
-async function swarmPost(peer: PeerRuntime, path: string, body: unknown) {
-  const res = await fetch(`http://127.0.0.1:${peer.port}/swarm/v1${path}`, {
-    method: 'POST',
-    headers: { authorization: `Bearer ${peer.token}`, 'content-type': 'application/json' },
-    body: JSON.stringify(body),
-  });
-  return { status: res.status, body: (await res.json()) as Record<string, unknown> };
-}
 
 describe('a serving replica', () => {
   it('loads the weights the training peer publishes, and serves them as the new policy version', async () => {

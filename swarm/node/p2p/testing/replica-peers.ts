@@ -23,6 +23,12 @@ export interface ReplicaPeers {
   stop(): Promise<void>;
 }
 
+/** Resolves once `listener` has heard `speaker`'s presence (its models, its weights announcements). */
+export async function untilHeard(listener: PeerRuntime, speaker: PeerRuntime): Promise<void> {
+  const speakerId = speaker.p2p!.node.peerId;
+  await eventually(() => listener.p2p!.node.presence.list().some((entry) => entry.peerId === speakerId), { what: `${speakerId}'s presence at ${listener.p2p!.node.peerId}`, intervalMs: 50 });
+}
+
 /** The server trains with `server` settings; each replica mirrors tiny and hosts it with its settings, never training. */
 export async function startReplicaPeers(init: { name: string; server: PeerOptions['training']; replicas: unknown[] }): Promise<ReplicaPeers> {
   const swarmToken = createSwarmToken({ name: 'lab' });
@@ -68,12 +74,7 @@ export async function startReplicaPeers(init: { name: string; server: PeerOption
       replicas.push(replica);
     }
     // Weights are announced over gossip: wait until the server's announcements reach every replica.
-    for (const replica of replicas) {
-      await eventually(() => replica.p2p!.node.presence.list().some((entry) => entry.peerId === server.p2p!.node.peerId), {
-        what: "the server's presence at a replica",
-        intervalMs: 50,
-      });
-    }
+    for (const replica of replicas) await untilHeard(replica, server);
     return { server, replicas, stop };
   } catch (err) {
     await stop();
