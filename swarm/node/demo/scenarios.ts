@@ -78,8 +78,8 @@ export interface ScenarioSettings {
 const SCENARIO_SETTINGS: Record<ScenarioName, Partial<ScenarioSettings>> = {
   calculator: {},
   // A search is learnt from more episodes than one tool decision: 48 a step (1e-3 on 32 diverged here). At 7e-4 with
-  // KL 0.001 the KL to the start passed 1 by step 40 and the gain stalled (+17 at 50 and at 80 steps); 5e-4 with KL
-  // 0.01 held it near 0.2 and gained +32 in 60 steps (one run each, quiet machine).
+  // KL 0.001 the KL to the start passed 1 by step 40 (+17 at 50 and at 80 steps); 5e-4 with KL 0.01 keeps it at
+  // 0.1–0.4 (+32 and +12 in two 60-step runs on a quiet machine: no larger gain on average yet, a steadier policy).
   'multi-turn': { steps: 60, batchTasks: 6, groupSize: 8, learningRate: 5e-4, klCoef: 0.01 },
   // At 7e-4 (KL 0.001) the calculator collapsed late (KL near 1); 5e-4 with KL 0.01 held it longer and ended higher.
   cocktail: { steps: 40, batchTasks: 6, groupSize: 8, learningRate: 5e-4, klCoef: 0.01 },
