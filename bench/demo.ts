@@ -4,8 +4,10 @@
  * held-out success before and after, per task (a team's roles' own rewards beside it), with the wall time; the JSON
  * line also carries each task's script metrics (demoSummary).
  *
- * The cocktail is also compared with each of its tasks trained alone on the same model and the same budget (the
- * same steps of the same batch size): `alone_before`/`alone_after` beside each task's cocktail figures.
+ * The cocktail is also compared with each of its tasks trained alone on the same model, settings and steps: with the
+ * cocktail's whole batch (`alone_after`, `vs_alone_pp`), and with the task's own share of it (`alone_share_after`,
+ * `vs_alone_share_pp`: as many of its episodes a step as it had in the cocktail, so a gap there is interference,
+ * not budget).
  */
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -69,12 +71,22 @@ export default async function demoBench(ctx: BenchContext) {
         row[`${role}_after`] = r.after;
       }
       if (scenario === 'cocktail') {
-        // The same model, settings (the KL coefficient too) and steps, on this task alone.
-        const alone = await run({ ...optionsOf(ALONE[task.name], SCENARIO_MODELS.cocktail), steps: result.steps, batchTasks: result.options.batchTasks, groupSize: result.options.groupSize, learningRate: result.options.learningRate, klCoef: result.options.klCoef });
-        row.alone_before = alone.eval_before;
+        // The same model, settings (the KL coefficient too) and steps, on this task alone: with the cocktail's whole
+        // batch (every episode of a step is this task's), and with the task's own share of it (its weight's share of
+        // the batch's tasks: as many of its episodes as it had in the cocktail), which tells interference from budget.
+        const weights = result.tasks.reduce((sum, t) => sum + t.weight, 0);
+        const aloneOn = (batchTasks: number) =>
+          run({ ...optionsOf(ALONE[task.name], SCENARIO_MODELS.cocktail), steps: result.steps, batchTasks, groupSize: result.options.groupSize, learningRate: result.options.learningRate, klCoef: result.options.klCoef });
+        const shareTasks = Math.max(1, Math.round((result.options.batchTasks * task.weight) / weights));
+        const alone = await aloneOn(result.options.batchTasks);
+        const share = await aloneOn(shareTasks);
         row.alone_after = alone.eval_after;
         row.vs_alone_pp = Math.round((task.evalAfter.successRate - alone.eval_after) * 1000) / 10;
+        row.share_batch_tasks = shareTasks;
+        row.alone_share_after = share.eval_after;
+        row.vs_alone_share_pp = Math.round((task.evalAfter.successRate - share.eval_after) * 1000) / 10;
         (summary.tasks as Record<string, Record<string, unknown>>)[task.name].alone = { eval_before: alone.eval_before, eval_after: alone.eval_after, wall_s: alone.wall_s };
+        (summary.tasks as Record<string, Record<string, unknown>>)[task.name].alone_share = { batch_tasks: shareTasks, eval_before: share.eval_before, eval_after: share.eval_after, wall_s: share.wall_s };
       }
       rows.push(row);
     }
