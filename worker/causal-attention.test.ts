@@ -23,6 +23,18 @@ function maxDiff(a: tf.Tensor, b: tf.Tensor): number {
   return tf.tidy(() => tf.max(tf.abs(tf.sub(a, b))).dataSync()[0]);
 }
 
+type Attention = (q: tf.Tensor3D, k: tf.Tensor3D, v: tf.Tensor3D) => tf.Tensor3D;
+
+/** The gradients of Σ f(q, k, v) ⊙ dyWeights with respect to q, k and v: a loss that weighs every output differently. */
+function weightedGrads(f: Attention, [q, k, v]: tf.Tensor3D[], dyWeights: tf.Tensor): tf.Tensor[] {
+  return tf.grads((a: tf.Tensor, b: tf.Tensor, c: tf.Tensor) => tf.sum(tf.mul(f(a as tf.Tensor3D, b as tf.Tensor3D, c as tf.Tensor3D), dyWeights)))([q, k, v]);
+}
+
+/** The prefix tree of token lists; attention needs only its layout, so no position carries a loss. */
+function treeOf(samples: number[][]) {
+  return buildPrefixTree(samples.map((tokens) => ({ tokens, lossMask: tokens.map(() => 0), advantages: tokens.map(() => 0), oldLogprobs: tokens.map(() => 0) })));
+}
+
 beforeAll(async () => {
   await selectBackend('wasm');
 });
@@ -33,8 +45,7 @@ describe('causal attention (2-D matmuls, hand-written gradient, query blocks)', 
   const k = randTensor([g, t, hd]) as tf.Tensor3D;
   const v = randTensor([g, t, hd]) as tf.Tensor3D;
   const dyWeights = randTensor([g, t * rep, hd]); // a loss that weighs every output differently
-  const gradsOf = (f: (q: tf.Tensor3D, k: tf.Tensor3D, v: tf.Tensor3D) => tf.Tensor3D) =>
-    tf.grads((a: tf.Tensor, b: tf.Tensor, c: tf.Tensor) => tf.sum(tf.mul(f(a as tf.Tensor3D, b as tf.Tensor3D, c as tf.Tensor3D), dyWeights)))([q, k, v]);
+  const gradsOf = (f: Attention) => weightedGrads(f, [q, k, v], dyWeights);
 
   it('equals the textbook formula, values and gradients (per-group path, and the batched one for short sequences)', () => {
     const want = gradsOf(plainAttention);
@@ -74,15 +85,14 @@ describe('tree attention (each position sees its ancestors: a packed prefix tree
     [60, 61, 62, 63, 64, 65, 66],
     [...trunk, 30, 31],
   ];
-  const tree = buildPrefixTree(sampleTokens.map((tokens) => ({ tokens, lossMask: tokens.map(() => 0), advantages: tokens.map(() => 0), oldLogprobs: tokens.map(() => 0) })));
+  const tree = treeOf(sampleTokens);
   const t = tree.ids.length;
   const [g, rep, hd] = [2, 2, 8];
   const q = randTensor([g, t * rep, hd]) as tf.Tensor3D;
   const k = randTensor([g, t, hd]) as tf.Tensor3D;
   const v = randTensor([g, t, hd]) as tf.Tensor3D;
   const dyWeights = randTensor([g, t * rep, hd]);
-  const gradsOf = (f: (q: tf.Tensor3D, k: tf.Tensor3D, v: tf.Tensor3D) => tf.Tensor3D) =>
-    tf.grads((a: tf.Tensor, b: tf.Tensor, c: tf.Tensor) => tf.sum(tf.mul(f(a as tf.Tensor3D, b as tf.Tensor3D, c as tf.Tensor3D), dyWeights)))([q, k, v]);
+  const gradsOf = (f: Attention) => weightedGrads(f, [q, k, v], dyWeights);
 
   /** The textbook formula with a full ancestor mask built from parent links alone. */
   function ancestorMaskAttention(qa: tf.Tensor3D, ka: tf.Tensor3D, va: tf.Tensor3D): tf.Tensor3D {
@@ -115,16 +125,15 @@ describe('tree attention (each position sees its ancestors: a packed prefix tree
   });
 
   it('of one chain is causal attention', () => {
-    const chain = buildPrefixTree([{ tokens: trunk, lossMask: trunk.map(() => 0), advantages: trunk.map(() => 0), oldLogprobs: trunk.map(() => 0) }]);
+    const chain = treeOf([trunk]);
     const [qc, kc, vc] = [randTensor([g, 9 * rep, hd]), randTensor([g, 9, hd]), randTensor([g, 9, hd])] as tf.Tensor3D[];
     for (const blockSize of [9, 2]) expect(maxDiff(causalAttention(qc, kc, vc, blockSize, chain), causalAttention(qc, kc, vc, blockSize))).toBeLessThan(1e-6);
   });
 });
 
 describe('queries behind a trunk (keys in front that have no query here)', () => {
-  const chainOf = (tokens: number[]) => buildPrefixTree([{ tokens, lossMask: tokens.map(() => 0), advantages: tokens.map(() => 0), oldLogprobs: tokens.map(() => 0) }]);
   // A tree with two roots and a branch, behind a 6-token trunk: every node sees the whole trunk, then its ancestors.
-  const own = buildPrefixTree([[1, 2, 3, 4], [1, 2, 5, 6, 7], [8, 9, 10]].map((tokens) => ({ tokens, lossMask: tokens.map(() => 0), advantages: tokens.map(() => 0), oldLogprobs: tokens.map(() => 0) })));
+  const own = treeOf([[1, 2, 3, 4], [1, 2, 5, 6, 7], [8, 9, 10]]);
   const trunkLength = 6;
   const [g, rep, hd] = [2, 2, 8];
 
@@ -142,15 +151,14 @@ describe('queries behind a trunk (keys in front that have no query here)', () =>
 
   for (const [name, layout, t] of [
     ['a tree', behindTrunk(own, trunkLength), trunkLength + own.ids.length],
-    ['one chain (causal)', null, trunkLength + chainOf([1, 2, 3, 4, 5, 6, 7]).ids.length],
+    ['one chain (causal)', null, trunkLength + treeOf([[1, 2, 3, 4, 5, 6, 7]]).ids.length],
   ] as const) {
     it(`equals the masked formula for ${name}, values and gradients (the trunk's keys included), in any block size`, () => {
       const q = randTensor([g, (t - trunkLength) * rep, hd]) as tf.Tensor3D;
       const k = randTensor([g, t, hd]) as tf.Tensor3D;
       const v = randTensor([g, t, hd]) as tf.Tensor3D;
       const dyWeights = randTensor([g, (t - trunkLength) * rep, hd]);
-      const gradsOf = (f: (q: tf.Tensor3D, k: tf.Tensor3D, v: tf.Tensor3D) => tf.Tensor3D) =>
-        tf.grads((a: tf.Tensor, b: tf.Tensor, c: tf.Tensor) => tf.sum(tf.mul(f(a as tf.Tensor3D, b as tf.Tensor3D, c as tf.Tensor3D), dyWeights)))([q, k, v]);
+      const gradsOf = (f: Attention) => weightedGrads(f, [q, k, v], dyWeights);
       const want = reference(layout, trunkLength, t);
       const wantGrads = gradsOf(want);
       // The trunk's keys get a gradient: they are seen by every query.
@@ -171,15 +179,14 @@ describe('queries behind a trunk (keys in front that have no query here)', () =>
 
 describe('probabilities kept from the forward for the backward (below a memory bound), or recomputed', () => {
   const tokens = [[1, 2, 3, 4, 5, 6, 7, 8], [1, 2, 3, 9, 10, 11], [1, 2, 3, 4, 5, 12, 13]];
-  const tree = buildPrefixTree(tokens.map((s) => ({ tokens: s, lossMask: s.map(() => 0), advantages: s.map(() => 0), oldLogprobs: s.map(() => 0) })));
+  const tree = treeOf(tokens);
   const t = tree.ids.length;
   const [g, rep, hd] = [2, 2, 8];
   const q = randTensor([g, t * rep, hd]) as tf.Tensor3D;
   const k = randTensor([g, t, hd]) as tf.Tensor3D;
   const v = randTensor([g, t, hd]) as tf.Tensor3D;
   const dyWeights = randTensor([g, t * rep, hd]);
-  const gradsOf = (layout: TreeLayout | null, blockSize: number) =>
-    tf.grads((a: tf.Tensor, b: tf.Tensor, c: tf.Tensor) => tf.sum(tf.mul(causalAttention(a as tf.Tensor3D, b as tf.Tensor3D, c as tf.Tensor3D, blockSize, layout), dyWeights)))([q, k, v]);
+  const gradsOf = (layout: TreeLayout | null, blockSize: number) => weightedGrads((a, b, c) => causalAttention(a, b, c, blockSize, layout), [q, k, v], dyWeights);
   /** Runs `f` with the bound set to `bytes`, restoring the default after. */
   async function withBound<T>(bytes: number, f: () => Promise<T> | T): Promise<T> {
     const previous = setKeepProbsUntilBytes(bytes);
