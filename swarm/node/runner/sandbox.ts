@@ -230,9 +230,9 @@ export function guardsOnly(why: string, prlimit: string | undefined = process.pl
     cutsNetwork: false,
     prepare(run) {
       const launch = launchCommand(run.script, { workDir: run.workDir, sandbox: true, dataDir: run.dataDir });
+      const limited = prlimit ? { command: prlimit, args: [...prlimitArgs(run.limits), '--', launch.command, ...launch.args] } : launch;
       // sh, nice and prlimit each exec the next: the script's end is its own.
-      if (!prlimit) return { ...atAgentPriority(launch), settle: asIs, release() {} };
-      return { ...atAgentPriority({ command: prlimit, args: [...prlimitArgs(run.limits), '--', launch.command, ...launch.args] }), settle: asIs, release() {} };
+      return { ...atAgentPriority(limited), settle: asIs, release() {} };
     },
   };
 }
