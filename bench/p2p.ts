@@ -1,7 +1,7 @@
 /**
  * p2p throughput and latency, two node processes on loopback in one private swarm:
  * - weights_mb_per_s: a blob fetched through /agentjet/weights/1 (manifest and offer over pnet + noise + yamux,
- *   chunk bytes over the direct AES-256-GCM channel, per-chunk and whole-blob sha256, written to disk),
+ *   chunk bytes over the direct AES-256-GCM channel, sha256 per chunk, written to disk and synced),
  *   publisher and fetcher in separate processes;
  * - weights_libp2p_mb_per_s: the same fetch with every byte on the libp2p stream (the fallback path);
  * - raw_tcp_mb_per_s: the same bytes over a plain loopback TCP socket between two processes;

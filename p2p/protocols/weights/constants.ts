@@ -28,8 +28,11 @@ export const MAX_SIGNED_MANIFEST_BYTES = 1024 * 1024;
 export const CHUNKS_PER_REQUEST = 64;
 /** Providers fetched from at once during one fetch (one stream each). */
 export const FETCH_CONCURRENCY = 2;
-/** Chunks that arrive ahead of the whole-blob hash wait in memory up to this; beyond it they are re-read from disk. */
-export const MAX_HELD_OUT_OF_ORDER_BYTES = 64 * 1024 * 1024;
+/**
+ * A fetch starts an fdatasync in the background each time this much more has been written: the disk works while the
+ * network delivers, and the sync before the hand-over (about 0.4 ms per MB here) is mostly done when the last chunk lands.
+ */
+export const SYNC_EVERY_BYTES = 16 * 1024 * 1024;
 /** Tries per chunk before the fetch fails: a corrupted chunk is retried, preferably from another provider. */
 export const MAX_CHUNK_ATTEMPTS = 4;
 /** Failed streams before a provider is dropped from this fetch. */

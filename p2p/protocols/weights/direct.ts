@@ -33,6 +33,12 @@ const HELLO = Buffer.from('agentjet-weights-direct-hello-v1');
 /** Chunk index of the record that ends a session. */
 const END_INDEX = 0xffffffff;
 const INDEX_BYTES = 4;
+/**
+ * Sealed bytes queued on the socket before the provider waits for it to drain. The socket's own mark (16 KiB) would
+ * make it wait after every chunk: it then seals the next chunk while the fetcher waits, and waits while the fetcher
+ * verifies. A few chunks' worth keeps both busy, and bounds what one session holds to this plus one record.
+ */
+const MAX_UNSENT_BYTES = 4 * 1024 * 1024;
 /** Chunks handed to `onChunk` and not yet done (written to disk) while the next ones are read: overlaps disk and network. */
 const CHUNKS_IN_FLIGHT = 4;
 
@@ -59,12 +65,11 @@ export class DirectChunkWriter {
 
   private async write(buffers: Buffer[]): Promise<void> {
     if (this.socket.destroyed) throw new StreamAbortedError('the direct connection is closed');
-    let flushed = true;
     // Corked: the record's pieces leave in one writev, not one syscall each.
     this.socket.cork();
-    for (const buffer of buffers) flushed = this.socket.write(buffer);
+    for (const buffer of buffers) this.socket.write(buffer);
     this.socket.uncork();
-    if (!flushed) await untilEventOrClose(this.socket, 'drain');
+    if (this.socket.writableLength > MAX_UNSENT_BYTES) await untilEventOrClose(this.socket, 'drain');
   }
 }
 

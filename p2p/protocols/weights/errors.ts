@@ -15,11 +15,6 @@ export class ChunkHashMismatchError extends Error {
   override name = 'ChunkHashMismatchError';
 }
 
-/** Every chunk verified, yet the whole blob does not hash to the manifest's sha256. */
-export class BlobHashMismatchError extends Error {
-  override name = 'BlobHashMismatchError';
-}
-
 /** The provider does not serve this model version. */
 export class UnknownBlobError extends Error {
   override name = 'UnknownBlobError';
