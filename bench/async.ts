@@ -88,7 +88,7 @@ export default async function asyncBench(ctx: BenchContext): Promise<Record<stri
     ctx.log(`${mode}: eval ${evalTasks} held-out tasks, ${steps} steps, eval again …`);
     let trainCpuFrom = 0;
     let trainCpuS = 0;
-    const result = await runDemo({ ...DEFAULT_DEMO, steps, evalTasks, out, script: SLOW_AGENT, reward: DEFAULT_SCRIPTS.calculator.reward, staleness, loss }, (p) => {
+    const result = await runDemo({ ...DEFAULT_DEMO, steps, evalTasks, out, script: SLOW_AGENT, bundle: true, reward: DEFAULT_SCRIPTS.calculator.reward, staleness, loss }, (p) => {
       if (p.phase === 'train-start') trainCpuFrom = cpuSeconds();
       if (p.phase === 'train') {
         trainCpuS = cpuSeconds() - trainCpuFrom;

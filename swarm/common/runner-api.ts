@@ -88,6 +88,12 @@ export const attachClientSchema = z
     /** Run one episode of the first train task and answer with its run and calls; nothing stays attached. */
     dryRun: z.boolean().default(false),
     /**
+     * Node scripts: bundle the script with the packages it imports into one module at attach, so that each episode's
+     * process loads one file (about half the start-up CPU of an agent on the `openai` client). Off by default: a
+     * bundle breaks packages that read files beside their code (wasm, data) or load native addons.
+     */
+    bundle: z.boolean().default(false),
+    /**
      * Scripts run sandboxed: under bubblewrap where the runner has it (`ClientRunner.isolation()` says), else with
      * in-process guards (Node's permission model, an audit hook for Python) that are no boundary. false = as is.
      */

@@ -37,6 +37,8 @@ Options:
   --dry-run           run one episode of the first train task, print its calls, result and output; attach nothing
   --abort-in-flight   when swapping, abort the old version's running episodes instead of letting them finish
   --no-sandbox        run Node scripts without Node's permission model
+  --bundle            Node scripts: bundle the script and its packages into one module at attach (faster episode
+                      start; breaks packages that load files beside their code or native addons)
   --upload            send the script and tasks' content instead of their paths
 ${dataDirUsage}
   --json              print the client's status as JSON`,
@@ -63,6 +65,7 @@ ${dataDirUsage}
     swap: { type: 'boolean' },
     'dry-run': { type: 'boolean' },
     'no-sandbox': { type: 'boolean' },
+    bundle: { type: 'boolean' },
     upload: { type: 'boolean' },
     json: { type: 'boolean' },
   },
@@ -125,6 +128,7 @@ export function attachRequest(values: Record<string, unknown>, scriptArg: string
     inFlight: values['abort-in-flight'] ? 'abort' : 'finish',
     ...(values.swap === true ? { swap: true } : {}),
     ...(values['dry-run'] === true ? { dryRun: true } : {}),
+    ...(values.bundle === true ? { bundle: true } : {}),
     sandbox: values['no-sandbox'] !== true,
   };
 }

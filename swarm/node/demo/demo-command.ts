@@ -14,7 +14,7 @@ import { writeDemoReport } from './report.ts';
 import { parseScenario, SCENARIO_MODELS, SCENARIO_NAMES, ScenarioError, type ScenarioName, scenarioDefaults } from './scenarios.ts';
 
 const USAGE = `agentjet demo [--scenario NAME|all] [--steps N] [--json] [--out DIR] [--model builtin:NAME|HF_FOLDER]
-                 [--script FILE [--tasks FILE.jsonl] [--reward FILE]] [--lr X] [--group-size N] [--batch-tasks N]
+                 [--script FILE [--tasks FILE.jsonl] [--reward FILE] [--bundle]] [--lr X] [--group-size N] [--batch-tasks N]
                  [--eval-tasks N] [--eval-temperature T] [--two-process] [--no-ui]
 
 Starts a peer with the scenario's model, attaches its agents with their tasks, evaluates on ${DEFAULT_DEMO.evalTasks} held-out
@@ -27,6 +27,8 @@ runs/<time>/report.md with SVG plots and summary.json.
                                 cocktail: both at once on one model, each task in its own runtime
   --script, --tasks, --reward   your own agent script, task file (held-out tasks carry "split": "eval") and grader;
                                 without --tasks the script plays the scenario's tasks
+  --bundle                      bundle a Node --script with its packages at attach (faster episode starts; the
+                                scenarios' own agents always are)
   --model                       a Hugging Face model folder instead of the builtin one
   --two-process                 run the agents in a second peer process (a swarm client on this machine) that
                                 reaches the model over a private loopback swarm; this process hosts and trains it
@@ -72,6 +74,7 @@ export function demoOptionsFrom(values: Record<string, unknown>, now = new Date(
     ...(str('script') ? { script: str('script') } : {}),
     tasks: str('tasks'),
     reward: str('reward'),
+    ...(values.bundle === true ? { bundle: true } : {}),
     learningRate: positiveNumber('--lr', str('lr'), defaults.learningRate),
     groupSize: parsePositiveInt('--group-size', str('group-size'), defaults.groupSize),
     batchTasks: parsePositiveInt('--batch-tasks', str('batch-tasks'), defaults.batchTasks),
@@ -189,6 +192,7 @@ export const demoCommand: Command = {
     script: { type: 'string' },
     tasks: { type: 'string' },
     reward: { type: 'string' },
+    bundle: { type: 'boolean' },
     lr: { type: 'string' },
     'group-size': { type: 'string' },
     'batch-tasks': { type: 'string' },

@@ -12,7 +12,7 @@ import { openStoreReadOnly } from '../store/read-only.ts';
 import { listEpisodes } from '../store/episode-list.ts';
 import { getEpisode } from '../store/episode-reads.ts';
 import { trainStepEpisodes } from '../store/train-steps.ts';
-import { DEFAULT_DEMO, runDemo, type DemoOptions, type DemoProgress } from './demo.ts';
+import { DEFAULT_DEMO, demoPlan, runDemo, type DemoOptions, type DemoProgress } from './demo.ts';
 import { demoSummary } from './demo-command.ts';
 import { writeDemoReport } from './report.ts';
 
@@ -54,6 +54,16 @@ const options = (over: Partial<DemoOptions>): DemoOptions => ({
   groupSize: 2,
   evalConcurrency: 2,
   ...over,
+});
+
+describe('the demo’s plan', () => {
+  it('bundles the project’s own Node agents, a user’s script only when asked, and never the Python game', () => {
+    const bundled = (options: Partial<DemoOptions>) => demoPlan({ ...DEFAULT_DEMO, ...options }).tasks.map((t) => [t.name, t.bundle === true]);
+    expect(bundled({ scenario: 'cocktail' })).toEqual([['calculator', true], ['guess', false]]);
+    expect(bundled({ scenario: 'team' })).toEqual([['team', true]]);
+    expect(bundled({ scenario: 'calculator', script: '/lab/agent.ts' })).toEqual([['calculator', false]]);
+    expect(bundled({ scenario: 'calculator', script: '/lab/agent.ts', bundle: true })).toEqual([['calculator', true]]);
+  });
 });
 
 describe('agentjet demo', () => {

@@ -46,6 +46,8 @@ export interface DemoOptions {
   script?: string;
   tasks?: string;
   reward?: string;
+  /** Bundle `script` with its packages at attach (the attach option `bundle`); the scenarios' own agents always are. */
+  bundle?: boolean;
   /** Held-out and train tasks generated per scenario task when no task file is given (per task). */
   evalTasks: number;
   trainTasks: number;
@@ -208,13 +210,14 @@ export function demoDataDir(options: Pick<DemoOptions, 'out'>): string {
 /** The plan a demo's options name: a scenario, or one's own script on its tasks or on the scenario's. */
 export function demoPlan(options: DemoOptions): DemoPlan {
   const counts = { evalTasks: options.evalTasks, trainTasks: options.trainTasks, seed: options.seed };
-  if (options.script && options.tasks) return scriptPlan({ script: resolve(options.script), tasks: options.tasks, model: options.model ?? 'builtin:tiny', ...(options.reward ? { reward: resolve(options.reward) } : {}) });
+  const bundle = options.bundle === true;
+  if (options.script && options.tasks) return scriptPlan({ script: resolve(options.script), tasks: options.tasks, model: options.model ?? 'builtin:tiny', bundle, ...(options.reward ? { reward: resolve(options.reward) } : {}) });
   if (options.tasks) throw new DemoError('a task file needs the agent script that solves its tasks (--script)');
   const plan = scenarioPlan(options.scenario, counts, options.model);
   if (!options.script) return plan;
   if (plan.tasks.length !== 1) throw new DemoError(`--script replaces the agent of a one-task scenario; "${options.scenario}" has ${plan.tasks.length} tasks`);
   const { reward: _scenarioGrader, ...task } = plan.tasks[0];
-  return { ...plan, tasks: [{ ...task, script: resolve(options.script), ...(options.reward ? { reward: resolve(options.reward) } : {}) }] };
+  return { ...plan, tasks: [{ ...task, script: resolve(options.script), bundle, ...(options.reward ? { reward: resolve(options.reward) } : {}) }] };
 }
 
 export async function runDemo(options: DemoOptions, onProgress: (p: DemoProgress) => void = () => {}): Promise<DemoResult> {
@@ -386,9 +389,9 @@ function scenarioLabel(options: DemoOptions): string {
 }
 
 /** What every attachment of a task shares: its agent script, its model (or a team's models) and its grader. */
-function attachOf(task: DemoTask): Pick<AttachClientRequest, 'script' | 'model' | 'models' | 'rewardModule'> {
+function attachOf(task: DemoTask): Pick<AttachClientRequest, 'script' | 'model' | 'models' | 'rewardModule' | 'bundle'> {
   const players = 'model' in task.players ? { model: task.players.model } : { models: task.players.team };
-  return { script: { path: task.script }, ...players, ...(task.reward ? { rewardModule: task.reward } : {}) };
+  return { script: { path: task.script }, ...players, ...(task.reward ? { rewardModule: task.reward } : {}), ...(task.bundle ? { bundle: true } : {}) };
 }
 
 function differ(a: NamedTensors, b: NamedTensors): boolean {

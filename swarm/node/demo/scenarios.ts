@@ -33,6 +33,11 @@ export interface DemoTask {
   name: string;
   script: string;
   reward?: string;
+  /**
+   * Bundle the (Node) script with its packages at attach, for a faster start of each episode: the project's own agents
+   * are known to bundle; a user's script runs as it is.
+   */
+  bundle?: boolean;
   /** Its share of the train episodes, against the plan's other tasks (cocktail weights). */
   weight: number;
   players: TaskPlayers;
@@ -91,7 +96,7 @@ export function scenarioDefaults(name: ScenarioName): Partial<ScenarioSettings> 
 }
 
 function calculatorTask(model: string, counts: PlanCounts, weight = 1): DemoTask {
-  return { name: 'calculator', ...DEFAULT_SCRIPTS.calculator, weight, players: { model }, files: async (dir) => writeCalculatorTasks(dir, counts) };
+  return { name: 'calculator', ...DEFAULT_SCRIPTS.calculator, bundle: true, weight, players: { model }, files: async (dir) => writeCalculatorTasks(dir, counts) };
 }
 
 function guessTask(model: string, counts: PlanCounts, weight = 1): DemoTask {
@@ -111,7 +116,7 @@ export function scenarioPlan(name: ScenarioName, counts: PlanCounts, modelSource
     const team = { proposer: 'proposer', verifier: 'verifier' };
     return {
       models: Object.values(team).map((model) => ({ name: model, source })),
-      tasks: [{ name: 'team', ...DEFAULT_SCRIPTS.team, weight: 1, players: { team }, files: async (dir) => writeCalculatorTasks(dir, counts) }],
+      tasks: [{ name: 'team', ...DEFAULT_SCRIPTS.team, bundle: true, weight: 1, players: { team }, files: async (dir) => writeCalculatorTasks(dir, counts) }],
     };
   }
   const model = hosted(source);
@@ -123,12 +128,12 @@ export function scenarioPlan(name: ScenarioName, counts: PlanCounts, modelSource
 }
 
 /** A user's agent script with its task file (held-out tasks carry "split": "eval") and optional grader. */
-export function scriptPlan(options: { script: string; tasks: string; reward?: string; model: string }): DemoPlan {
+export function scriptPlan(options: { script: string; tasks: string; reward?: string; model: string; bundle: boolean }): DemoPlan {
   const name = options.script.split('/').pop()!.replace(/\.[^.]+$/, '');
   const model = hosted(options.model);
   return {
     models: [model],
-    tasks: [{ name, script: options.script, ...(options.reward ? { reward: options.reward } : {}), weight: 1, players: { model: model.name }, files: (dir) => splitUserTasks(dir, options.tasks) }],
+    tasks: [{ name, script: options.script, bundle: options.bundle, ...(options.reward ? { reward: options.reward } : {}), weight: 1, players: { model: model.name }, files: (dir) => splitUserTasks(dir, options.tasks) }],
   };
 }
 

@@ -133,7 +133,7 @@ export class ClientRunner {
     checkSandboxOptions(this.sandbox, options);
     const existing = this.clients.get(options.name);
     // A dry run is snapshotted apart from the attached versions: it changes nothing of the client of that name.
-    const snapshot = snapshotScript(this.options.scriptsDir, options.dryRun ? `${options.name}.dry-run` : options.name, options.script, options.runtime);
+    const snapshot = snapshotScript(this.options.scriptsDir, options.dryRun ? `${options.name}.dry-run` : options.name, options.script, options.runtime, { bundle: options.bundle });
     const script = origin ? { ...snapshot, origin } : snapshot;
     if (existing && !options.dryRun && !options.swap) checkSameOrigin(options.name, existing.script.origin, script.origin);
     const pass = await openTaskSource(options.tasks);

@@ -53,3 +53,45 @@ describe('a TypeScript agent script', () => {
     expect(mts.args.at(-1)).toMatch(/agent\.mts\.mjs$/);
   });
 });
+
+describe('a Node agent script attached with bundle', () => {
+  /** A folder with a CommonJS package that requires a Node built-in, as `openai`'s dependencies do. */
+  function folderWithPackage(packageJson: object): string {
+    const dir = folder(packageJson);
+    const pkg = join(dir, 'node_modules', 'greeting');
+    mkdirSync(pkg, { recursive: true });
+    writeFileSync(join(pkg, 'package.json'), JSON.stringify({ name: 'greeting', version: '1.0.0', main: 'index.js' }));
+    writeFileSync(join(pkg, 'index.js'), `const os = require('node:os');\nexports.greet = () => 'hello from ' + typeof os.cpus;\n`);
+    return dir;
+  }
+
+  function attach(dir: string, filename: string, code: string) {
+    const path = join(dir, filename);
+    writeFileSync(path, code);
+    const scripts = join(dir, 'snapshots');
+    mkdirSync(scripts, { recursive: true });
+    return snapshotScript(scripts, 'agent', { path }, 'auto', { bundle: true });
+  }
+
+  it('runs as one module that carries its packages: it runs with the packages gone', () => {
+    for (const [packageJson, filename, kind] of [
+      [{ type: 'module' }, 'agent.ts', 'mjs'],
+      [{ name: 'lab-agents' }, 'agent.js', 'cjs'],
+    ] as const) {
+      const dir = folderWithPackage(packageJson);
+      const code = kind === 'mjs' ? `import { greet } from 'greeting';\nconst said: string = greet();\nconsole.log(said);\n` : `const { greet } = require('greeting');\nconsole.log(greet());\n`;
+      const script = attach(dir, filename, code);
+      rmSync(join(dir, 'node_modules'), { recursive: true });
+      const launch = launchCommand(script, { workDir: dir, sandbox: false, dataDir: join(dir, 'data') });
+      expect(launch.args.at(-1)).toMatch(new RegExp(`${filename.replace('.', '\\.')}\\.bundle\\.${kind}$`));
+      const run = spawnSync(launch.command, launch.args, { cwd: dir, encoding: 'utf8' });
+      expect([run.status, run.stdout.trim()]).toEqual([0, 'hello from function']);
+    }
+  });
+
+  it('is refused at attach, with the reason, when an import cannot be bundled or the script is not a Node one', () => {
+    const dir = folderWithPackage({ type: 'module' });
+    expect(() => attach(dir, 'agent.ts', `import { nothing } from 'no-such-package';\nconsole.log(nothing);\n`)).toThrow(expect.objectContaining({ name: 'ScriptAttachError' }));
+    expect(() => attach(dir, 'agent.py', 'print(1)\n')).toThrow(expect.objectContaining({ name: 'ScriptAttachError' }));
+  });
+});
