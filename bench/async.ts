@@ -13,11 +13,12 @@
  * Per mode: train episodes per second, the trainer's and the sampler's busy shares of the training wall time (the
  * asynchronous modes sample on an engine of their own, which runs while the trainer updates), wall seconds per step,
  * held-out success before and after the same number of steps, the largest policy lag trained on, episodes
- * dropped as stale, and `cpu_share`: the CPU time the peer and its agents used while training over the wall time
- * of all cores (near 1: the machine's cores, not the waits, set the pace, and overlapping the waits gains little).
+ * dropped as stale, and `cpu_share`: the machine's busy share of all cores while training, every process counted
+ * (/proc/stat: the sandboxed agents too, whose CPU time a process's own counters lose) — run it on a quiet machine;
+ * near 1, the cores, not the waits, set the pace, and overlapping the waits gains little.
  */
 import { mkdtempSync, readFileSync } from 'node:fs';
-import { availableParallelism, tmpdir } from 'node:os';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { TrainLoss } from '../worker/common/engine.ts';
@@ -66,18 +67,14 @@ function samplerBusyFraction(records: DemoResult['stepRecords']): number {
 }
 
 /**
- * CPU seconds this process (every thread: the engines' workers too) and its finished children (the agents, their
- * sandboxes) have used: beside the wall time it says whether a mode is bound by the machine's cores or by waiting.
+ * The machine's CPU time so far, busy and in all, in clock ticks over every core (/proc/stat's first line: user,
+ * nice, system, idle, iowait, irq, softirq, steal).
  */
-function cpuSeconds(): number {
-  const self = process.cpuUsage();
-  // /proc/self/stat fields 16 and 17 (cutime, cstime), in clock ticks of 1/100 s on Linux; the comm field may hold spaces.
-  const stat = readFileSync('/proc/self/stat', 'utf8');
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  const childTicks = Number(fields[13]) + Number(fields[14]);
-  return (self.user + self.system) / 1e6 + childTicks / CLOCK_TICKS_PER_S;
+function machineTicks(): { busy: number; total: number } {
+  const fields = readFileSync('/proc/stat', 'utf8').split('\n')[0].trim().split(/\s+/).slice(1, 9).map(Number);
+  const total = fields.reduce((a, b) => a + b, 0);
+  return { busy: total - fields[3] - fields[4], total };
 }
-const CLOCK_TICKS_PER_S = 100;
 
 export default async function asyncBench(ctx: BenchContext): Promise<Record<string, unknown>> {
   const steps = argNumber(ctx.args, '--steps', 10);
@@ -86,12 +83,13 @@ export default async function asyncBench(ctx: BenchContext): Promise<Record<stri
   for (const { mode, staleness, loss } of MODES) {
     const out = mkdtempSync(join(tmpdir(), `agentjet-bench-async-${mode}-`));
     ctx.log(`${mode}: eval ${evalTasks} held-out tasks, ${steps} steps, eval again …`);
-    let trainCpuFrom = 0;
-    let trainCpuS = 0;
+    let ticksFrom = machineTicks();
+    let busyShare = 0;
     const result = await runDemo({ ...DEFAULT_DEMO, steps, evalTasks, out, script: SLOW_AGENT, bundle: true, reward: DEFAULT_SCRIPTS.calculator.reward, staleness, loss }, (p) => {
-      if (p.phase === 'train-start') trainCpuFrom = cpuSeconds();
+      if (p.phase === 'train-start') ticksFrom = machineTicks();
       if (p.phase === 'train') {
-        trainCpuS = cpuSeconds() - trainCpuFrom;
+        const ticks = machineTicks();
+        busyShare = (ticks.busy - ticksFrom.busy) / Math.max(1, ticks.total - ticksFrom.total);
         ctx.log(`${mode}: step ${p.step}/${p.total} (${p.record.wallS.toFixed(0)} s)`);
       }
     });
@@ -107,7 +105,7 @@ export default async function asyncBench(ctx: BenchContext): Promise<Record<stri
       episodes_per_s: trainWallS > 0 ? round(result.episodes / trainWallS) : 0,
       trainer_busy_fraction: trainWallS > 0 ? round(trainerS / trainWallS) : 0,
       sampler_busy_fraction: round(samplerBusyFraction(records)),
-      cpu_share: trainWallS > 0 ? round(trainCpuS / (trainWallS * availableParallelism())) : 0,
+      cpu_share: round(busyShare),
       step_wall_s: round(trainWallS / Math.max(1, result.steps)),
       eval_before: result.eval_before,
       eval_after: result.eval_after,
