@@ -151,8 +151,8 @@ async function fetchMissing(handle: FileHandle, pending: number[], stats: Downlo
     else queue.push(index);
   };
 
-  // One stream per provider: two to the same provider compete for its CPU and ours; measured on loopback, that
-  // halved the throughput.
+  // One stream per provider: two to the same provider compete for its CPU and ours; measured on loopback (when a
+  // whole-blob hash also waited for chunks in order), that halved the throughput.
   const workers = Math.max(1, Math.min(FETCH_CONCURRENCY, providers.length, queue.length));
   // Big requests, but not so big that one provider takes every chunk while another waits.
   const batchSize = Math.max(1, Math.min(CHUNKS_PER_REQUEST, Math.ceil(queue.length / workers)));
