@@ -1,8 +1,8 @@
 """Guess the number: a multi-turn environment, standard library only.
 
 The environment (this script) holds a secret from 1 to `max`. Each move the model guesses and the environment
-answers "higher" or "lower" with the range still possible ("higher: 9 to 15"), or "correct". The model never sees
-the secret and never grades itself.
+answers "higher" or "lower" with the numbers still possible ("higher: 5 6 7"; a range, "higher: 9 to 25", when more
+than LISTED_AT_MOST remain), or "correct". The model never sees the secret and never grades itself.
 
 Reward: 1 for finding it within the moves; otherwise up to 0.4 for how far the moves narrowed the range (graded,
 so that the repeats of a game differ even when none finds it). Success: found within the moves.
@@ -11,6 +11,10 @@ import json
 import os
 import re
 import urllib.request
+
+# Up to this many numbers still possible are listed one by one: a small model picks the middle one of a list more
+# easily than it works out the middle of two bounds.
+LISTED_AT_MOST = 10
 
 task = json.loads(os.environ["AGENTJET_TASK"])
 secret, top, moves = int(task["secret"]), int(task["max"]), int(task["moves"])
@@ -26,10 +30,14 @@ def ask(messages):
         return json.load(response)["choices"][0]["message"]["content"] or ""
 
 
+def possible(low, high):
+    return " ".join(str(n) for n in range(low, high + 1)) if high - low < LISTED_AT_MOST else f"{low} to {high}"
+
+
 low, high = 1, top
 messages = [
     {"role": "system", "content": f"I picked a whole number from 1 to {top}. Find it in {moves} guesses: reply with one number, and I will say higher or lower."},
-    {"role": "user", "content": f"1 to {top}. Your guess?"},
+    {"role": "user", "content": f"{possible(1, top)}. Your guess?"},
 ]
 found, used = False, 0
 while used < moves and not found:
@@ -41,13 +49,13 @@ while used < moves and not found:
         found = True
         answer = "correct"
     elif guess is None or not low <= guess <= high:
-        answer = f"not a number from {low} to {high}. Your guess?"
+        answer = f"not one of {possible(low, high)}. Your guess?"
     elif guess < secret:
         low = guess + 1
-        answer = f"higher: {low} to {high}. Your guess?"
+        answer = f"higher: {possible(low, high)}. Your guess?"
     else:
         high = guess - 1
-        answer = f"lower: {low} to {high}. Your guess?"
+        answer = f"lower: {possible(low, high)}. Your guess?"
     messages += [{"role": "assistant", "content": reply}, {"role": "user", "content": answer}]
 
 reward = 1.0 if found else 0.4 * (top - (high - low + 1)) / (top - 1)

@@ -49,15 +49,17 @@ async function runAgent(task: GuessTask, scripted: string[]): Promise<{ requests
 }
 
 describe('guess the number: agent.py and guess-format.ts', () => {
-  const games: Array<[string, number, string[]]> = [
+  const games: Array<[string, number, string[], Partial<GuessTask>?]> = [
     ['halving', 3, ['4', '2', '3']],
     ['found first', 4, ['4']],
     ['strays and runs out', 6, ['9', 'five', '1']],
     ['lower then higher', 5, ['6', '4', '5']],
+    // Past LISTED_AT_MOST numbers the range is said by its bounds, then listed once it is short enough.
+    ['a wide range', 17, ['10', '20', '15', '17'], { max: 30, moves: 5 }],
   ];
-  for (const [what, secret, scripted] of games) {
+  for (const [what, secret, scripted, size] of games) {
     it(`say the same words and give the same reward (${what})`, async () => {
-      const task: GuessTask = { id: 't', secret, ...GUESS_GAME };
+      const task: GuessTask = { id: 't', secret, ...GUESS_GAME, ...size };
       const agent = await runAgent(task, scripted);
       const seen: ChatMessage[][] = [];
       const game = await playGuess(task, (messages, state) => {

@@ -30,10 +30,23 @@ export interface GuessState {
   used: number;
 }
 
+/**
+ * Up to this many numbers still possible are listed one by one ("higher: 5 6 7"), more as a range ("9 to 25"). A
+ * small byte-level model picks the middle one of a list more easily than it works out the middle of two bounds: with
+ * bounds, the trained tiny model answered "higher: 6 to 7" with 5 — it had learnt "higher means 5", not to read them.
+ */
+export const LISTED_AT_MOST = 10;
+
+/** The numbers from `low` to `high`, as the environment says them (agent.py's `possible`). */
+export function possibleNumbers(low: number, high: number): string {
+  if (high - low >= LISTED_AT_MOST) return `${low} to ${high}`;
+  return Array.from({ length: high - low + 1 }, (_, i) => String(low + i)).join(' ');
+}
+
 export function openingMessages(max: number, moves: number): ChatMessage[] {
   return [
     { role: 'system', content: `I picked a whole number from 1 to ${max}. Find it in ${moves} guesses: reply with one number, and I will say higher or lower.` },
-    { role: 'user', content: `1 to ${max}. Your guess?` },
+    { role: 'user', content: `${possibleNumbers(1, max)}. Your guess?` },
   ];
 }
 
@@ -44,10 +57,10 @@ export function answerGuess(state: GuessState, reply: string, secret: number): {
   const used = state.used + 1;
   if (guess === secret) return { answer: 'correct', state: { ...state, found: true, used } };
   if (guess === null || guess < state.low || guess > state.high) {
-    return { answer: `not a number from ${state.low} to ${state.high}. Your guess?`, state: { ...state, used } };
+    return { answer: `not one of ${possibleNumbers(state.low, state.high)}. Your guess?`, state: { ...state, used } };
   }
-  if (guess < secret) return { answer: `higher: ${guess + 1} to ${state.high}. Your guess?`, state: { ...state, low: guess + 1, used } };
-  return { answer: `lower: ${state.low} to ${guess - 1}. Your guess?`, state: { ...state, high: guess - 1, used } };
+  if (guess < secret) return { answer: `higher: ${possibleNumbers(guess + 1, state.high)}. Your guess?`, state: { ...state, low: guess + 1, used } };
+  return { answer: `lower: ${possibleNumbers(state.low, guess - 1)}. Your guess?`, state: { ...state, high: guess - 1, used } };
 }
 
 /**
