@@ -4,9 +4,9 @@
  *
  *   builtin:tiny        calculator conversations, from random weights (the demo's model)
  *   builtin:tiny-guess  builtin:tiny's checkpoint, further trained on blind games of guess the number with the
- *                       calculator mix kept in (the multi-turn and cocktail scenarios' model); about 9 minutes
+ *                       calculator mix kept in (the multi-turn and cocktail scenarios' model); 101 s on a quiet machine
  *   builtin:tiny-team   builtin:tiny's checkpoint, further trained on the team's verifier turns (half-right
- *                       verdicts) with the calculator mix kept in (the team scenario's two models); about 9 minutes
+ *                       verdicts) with the calculator mix kept in (the team scenario's two models); a few minutes
  *
  * Deterministic: fixed seeds for the weights, the tasks and the demonstration mix. The model sees calculator
  * conversations in the builtin template (sft-corpus.ts) and learns the format: when to call `calc`, how to copy the

@@ -84,8 +84,9 @@ const SCENARIO_SETTINGS: Record<ScenarioName, Partial<ScenarioSettings>> = {
   calculator: {},
   // A search is learnt from more episodes than one tool decision: 48 a step (1e-3 on 32 diverged here); 5e-4 with KL
   // 0.01 keeps the KL to the start at 0.1–0.4 (7e-4 with KL 0.001 let it pass 1 by step 40). Since the environment
-  // lists the numbers still possible, 60 steps went 50% → 84% (10 min 8 s) and 45 steps 60% → 87% (8 min 36 s): the
-  // later steps discard most groups (every repeat finds the secret), so they take more episodes each.
+  // lists the numbers still possible, 60 steps went 50% → 84% (10 min 8 s), 50 steps 49% → 83% (8 min 3 s) and 45
+  // steps 60% → 87% (8 min 36 s): the later steps discard most groups (every repeat finds the secret), so they take
+  // more episodes each.
   'multi-turn': { steps: 50, batchTasks: 6, groupSize: 8, learningRate: 5e-4, klCoef: 0.01 },
   // At 7e-4 (KL 0.001) the calculator collapsed late (KL near 1); 5e-4 with KL 0.01 held it longer and ended higher.
   cocktail: { steps: 40, batchTasks: 6, groupSize: 8, learningRate: 5e-4, klCoef: 0.01 },
