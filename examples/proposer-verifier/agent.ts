@@ -76,10 +76,15 @@ export function proposerMessages(task: Pick<TeamTask, 'question'>): OpenAI.ChatC
   ];
 }
 
+/**
+ * The proposal comes first and the question last, as the proposer saw it: a small model copies the expression into
+ * its `calc` call from where the calculator taught it (the end of the message). With "What is 34*80? Answer: 2600"
+ * the tiny team model called calc("49*26"), and its tool's result said nothing about the proposal.
+ */
 export function verifierMessages(task: Pick<TeamTask, 'question'>, proposal: string): OpenAI.ChatCompletionMessageParam[] {
   return [
     { role: 'system', content: VERIFIER_PROMPT },
-    { role: 'user', content: `${task.question} Answer: ${proposal}` },
+    { role: 'user', content: `Answer ${proposal}. ${task.question}` },
   ];
 }
 
