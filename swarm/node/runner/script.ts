@@ -6,7 +6,7 @@
  */
 import { createHash } from 'node:crypto';
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, realpathSync, renameSync, symlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, realpathSync, symlinkSync, writeFileSync } from 'node:fs';
 import { basename, dirname, extname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { buildSync, transformSync } from 'esbuild';
@@ -14,6 +14,7 @@ import type { ScriptRuntime } from '../../common/runner-api.ts';
 import { SCRIPT_EXTENSIONS, TYPESCRIPT_SCRIPT_EXTENSIONS, runtimeForExtension } from '../../common/script-extensions.ts';
 import { ScriptAttachError } from './errors.ts';
 import { checkPythonSyntax } from './python-check.ts';
+import { writeFileAtomic } from '../atomic-file.ts';
 
 export interface ScriptVersion {
   name: string;
@@ -86,9 +87,7 @@ export function snapshotScript(
   const file = join(dir, filename);
   if (!existsSync(file)) {
     mkdirSync(dir, { recursive: true });
-    const tmp = `${file}.${process.pid}.tmp`;
-    writeFileSync(tmp, content);
-    renameSync(tmp, file);
+    writeFileAtomic(file, content);
     if (existsSync(nodeModules)) symlinkSync(nodeModules, join(dir, 'node_modules'), 'dir');
     writeFileSync(join(dir, 'package.json'), JSON.stringify({ type: moduleType }) + '\n');
   }
@@ -113,8 +112,7 @@ function transpile(file: string, content: Buffer, moduleType: string): string {
   } catch (err) {
     throw new ScriptAttachError(`${basename(file)} does not compile: ${(err as Error).message}`);
   }
-  writeFileSync(`${out}.${process.pid}.tmp`, code);
-  renameSync(`${out}.${process.pid}.tmp`, out);
+  writeFileAtomic(out, code);
   return out;
 }
 
@@ -134,23 +132,24 @@ const ESM_BUNDLE_BANNER = "import * as agentjetNodeModule from 'node:module'; gl
 function scriptBundle(file: string, moduleType: string): string {
   const esm = moduleType === 'module';
   const out = `${file}.bundle.${esm ? 'mjs' : 'cjs'}`;
-  const tmp = `${out}.${process.pid}.tmp`;
+  let code: Uint8Array;
   try {
-    buildSync({
+    code = buildSync({
       entryPoints: [file],
-      outfile: tmp,
+      outfile: out,
+      write: false,
       bundle: true,
       platform: 'node',
       format: esm ? 'esm' : 'cjs',
       target: 'node20',
       logLevel: 'silent',
       ...(esm ? { banner: { js: ESM_BUNDLE_BANNER } } : {}),
-    });
+    }).outputFiles[0].contents;
   } catch (err) {
     const first = (err as { errors?: Array<{ text: string }> }).errors?.[0]?.text ?? (err as Error).message;
     throw new ScriptAttachError(`${basename(file)} cannot be bundled: ${first} (attach it without bundle to run it as it is)`);
   }
-  renameSync(tmp, out);
+  writeFileAtomic(out, code);
   return out;
 }
 
