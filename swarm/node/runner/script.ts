@@ -82,6 +82,7 @@ export function snapshotScript(
     origin = `upload:${filename}`;
   }
   const resolvedRuntime = resolveRuntime(filename, runtime);
+  if (options.bundle && resolvedRuntime !== 'node') throw new ScriptAttachError(`bundle applies to Node scripts; ${filename} runs on ${resolvedRuntime}`);
   const hash = hashContent(content);
   const dir = join(scriptsDir, name, hash.slice(0, 16));
   const file = join(dir, filename);
@@ -92,7 +93,6 @@ export function snapshotScript(
     writeFileSync(join(dir, 'package.json'), JSON.stringify({ type: moduleType }) + '\n');
   }
   const fileModuleType = /\.m[jt]s$/i.test(filename) ? 'module' : /\.c[jt]s$/i.test(filename) ? 'commonjs' : moduleType;
-  if (options.bundle && resolvedRuntime !== 'node') throw new ScriptAttachError(`bundle applies to Node scripts; ${filename} runs on ${resolvedRuntime}`);
   const compiled = options.bundle ? scriptBundle(file, fileModuleType) : isTypeScript(file) ? transpile(file, content, fileModuleType) : undefined;
   if (resolvedRuntime === 'python') checkPythonSyntax(pythonExecutable(), file, filename);
   return { name, hash, file, runtime: resolvedRuntime, origin, compiled };
