@@ -1,8 +1,9 @@
 import { randomBytes } from 'node:crypto';
-import { connect } from 'node:net';
+import { connect, createServer } from 'node:net';
+import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { MAX_DIRECT_OFFERS } from './constants.ts';
-import { DirectOffers, receiveDirect } from './direct.ts';
+import { DirectOffers, crashDirectThreadForTest, receiveDirect } from './direct.ts';
 import { RecordOpener, RecordSealer, newSessionKey, readRecords } from './sealed-records.ts';
 
 const timeouts = { connectTimeoutMs: 5_000, idleTimeoutMs: 5_000 };
@@ -49,7 +50,7 @@ describe('sealed records', () => {
 describe('direct channel', () => {
   it('serves its one session to the fetcher that holds the key, not to a stranger who connects first', async () => {
     const chunks = [randomBytes(3000), randomBytes(10)];
-    const offer = await offers.offer(async (writer) => {
+    const offer = await offers.offer(4096, async (writer) => {
       for (const [index, bytes] of chunks.entries()) await writer.chunk(index, bytes);
       await writer.end();
     });
@@ -74,7 +75,7 @@ describe('direct channel', () => {
   });
 
   it('is unavailable (not a failure of the fetch) when nothing listens at the offer', async () => {
-    const offer = await offers.offer(async (writer) => writer.end());
+    const offer = await offers.offer(4096, async (writer) => writer.end());
     offers.closeAll();
     await expect(receiveDirect({ host: '127.0.0.1', offer, ...timeouts, maxChunkBytes: 4096, onChunk: async () => undefined })).rejects.toMatchObject({
       name: 'DirectChannelUnavailableError',
@@ -82,9 +83,68 @@ describe('direct channel', () => {
   });
 
   it('caps the offers open at once on a provider (the fetcher then uses the libp2p stream)', async () => {
-    for (let i = 0; i < MAX_DIRECT_OFFERS; i++) await offers.offer(async (writer) => writer.end());
-    await expect(offers.offer(async (writer) => writer.end())).rejects.toMatchObject({ name: 'DirectChannelUnavailableError' });
+    for (let i = 0; i < MAX_DIRECT_OFFERS; i++) await offers.offer(4096, async (writer) => writer.end());
+    await expect(offers.offer(4096, async (writer) => writer.end())).rejects.toMatchObject({ name: 'DirectChannelUnavailableError' });
     offers.closeAll();
-    await expect(offers.offer(async (writer) => writer.end())).resolves.toMatchObject({ port: expect.any(Number) });
+    await expect(offers.offer(4096, async (writer) => writer.end())).resolves.toMatchObject({ port: expect.any(Number) });
+  });
+
+  it('refuses a record altered on the way with SealedRecordError', async () => {
+    const chunks = [randomBytes(3000), randomBytes(3000)];
+    const offer = await offers.offer(4096, async (writer) => {
+      for (const [index, bytes] of chunks.entries()) await writer.chunk(index, bytes);
+      await writer.end();
+    });
+    // A relay that flips one bit of what the provider sends, inside the second record's ciphertext.
+    let relayed = 0;
+    const relay = createServer((client) => {
+      const upstream = connect({ host: '127.0.0.1', port: offer.port });
+      client.on('error', () => undefined);
+      upstream.on('error', () => undefined);
+      client.pipe(upstream);
+      upstream.on('data', (data: Buffer) => {
+        const flip = 3000 + 100 - relayed;
+        if (flip >= 0 && flip < data.byteLength) data[flip] ^= 1;
+        relayed += data.byteLength;
+        client.write(data);
+      });
+      upstream.on('close', () => client.destroy());
+    });
+    await new Promise<void>((resolve) => relay.listen(0, '127.0.0.1', resolve));
+    const received: number[] = [];
+    try {
+      const port = (relay.address() as AddressInfo).port;
+      await expect(
+        receiveDirect({ host: '127.0.0.1', offer: { ...offer, port }, ...timeouts, maxChunkBytes: 4096, onChunk: async (index) => void received.push(index) }),
+      ).rejects.toMatchObject({ name: 'SealedRecordError' });
+      expect(received).toEqual([0]); // the first record was intact; nothing of the altered one came through
+    } finally {
+      relay.close();
+    }
+  });
+
+  it('fails its sessions with DirectThreadError when the thread dies, and the next session starts a new thread', async () => {
+    const chunk = randomBytes(4096);
+    const offer = await offers.offer(4096, async (writer) => {
+      for (let index = 0; index < 100; index++) await writer.chunk(index, chunk);
+      await writer.end();
+    });
+    const fetching = receiveDirect({
+      host: '127.0.0.1',
+      offer,
+      ...timeouts,
+      maxChunkBytes: 4096,
+      // The crash reaches the thread before this chunk's slot is released: the session cannot finish first.
+      onChunk: async (index) => void (index === 2 && crashDirectThreadForTest()),
+    });
+    await expect(fetching).rejects.toMatchObject({ name: 'DirectThreadError' });
+
+    const next = await offers.offer(4096, async (writer) => {
+      await writer.chunk(7, chunk);
+      await writer.end();
+    });
+    const received: number[] = [];
+    await receiveDirect({ host: '127.0.0.1', offer: next, ...timeouts, maxChunkBytes: 4096, onChunk: async (index) => void received.push(index) });
+    expect(received).toEqual([7]);
   });
 });

@@ -7,14 +7,17 @@
  * records (sealed-records.ts). Integrity never rests on this channel: every chunk is still checked against
  * the signed manifest. When the channel cannot be set up (NAT, firewall, a provider that offers none), the
  * fetcher gets the same chunks over the libp2p stream instead.
+ *
+ * The sockets and records live in one worker thread per process (direct-thread.ts says why); this module is
+ * the main thread's side: it starts that thread, hands it chunks through shared slots and rebuilds its errors.
  */
-import { connect, createServer } from 'node:net';
-import type { AddressInfo, Server, Socket } from 'node:net';
+import { Worker } from 'node:worker_threads';
 import { ReadTimeoutError, StreamAbortedError, UnexpectedEndOfStreamError } from '../../framing/errors.ts';
 import { abortReasonToError } from '../../framing/frame-stream.ts';
 import { MAX_DIRECT_OFFERS } from './constants.ts';
-import { DirectChannelUnavailableError, SealedRecordError } from './errors.ts';
-import { RecordOpener, RecordSealer, SESSION_KEY_BYTES, newSessionKey, readRecords, splitHead } from './sealed-records.ts';
+import { DirectChannelUnavailableError, DirectThreadError, SealedRecordError } from './errors.ts';
+import { SESSION_KEY_BYTES, newSessionKey } from './sealed-records.ts';
+import type { FlatError, FromThread, ToThread } from './direct-thread.ts';
 
 /** What a provider answers a `direct` request with: where to connect and the session key (base64). */
 export interface DirectOffer {
@@ -29,47 +32,169 @@ export interface DirectTimeouts {
   idleTimeoutMs: number;
 }
 
-const HELLO = Buffer.from('agentjet-weights-direct-hello-v1');
-/** Chunk index of the record that ends a session. */
-const END_INDEX = 0xffffffff;
-const INDEX_BYTES = 4;
 /**
- * Sealed bytes queued on the socket before the provider waits for it to drain. The socket's own mark (16 KiB) would
- * make it wait after every chunk: it then seals the next chunk while the fetcher waits, and waits while the fetcher
- * verifies. A few chunks' worth keeps both busy, and bounds what one session holds to this plus one record.
+ * Chunks the fetcher's thread may hand over before the main thread has written the first of them: overlaps disk and
+ * network. Each is a slot of the chunk size in the session's shared buffer.
  */
-const MAX_UNSENT_BYTES = 4 * 1024 * 1024;
-/** Chunks handed to `onChunk` and not yet done (written to disk) while the next ones are read: overlaps disk and network. */
 const CHUNKS_IN_FLIGHT = 4;
+/** Chunks the provider's main thread may hand its thread at once: one being sealed while the next is read. */
+const PROVIDER_SLOTS = 2;
 
-/** Provider side of a session: sends chunks as sealed records. */
+/** Errors the thread may end a session with, rebuilt by name; anything else keeps its name on a plain Error. */
+const THREAD_ERRORS: Record<string, new (message: string) => Error> = {
+  DirectChannelUnavailableError,
+  ReadTimeoutError,
+  SealedRecordError,
+  StreamAbortedError,
+  UnexpectedEndOfStreamError,
+};
+
+function rebuild(error: FlatError): Error {
+  const Known = THREAD_ERRORS[error.name];
+  if (Known) return new Known(error.message);
+  const err = new Error(error.message);
+  err.name = error.name;
+  return err;
+}
+
+/** The main thread's view of one session: the thread's messages for it, and how it fails. */
+interface SessionHandler {
+  onMessage(message: FromThread): void;
+  fail(err: Error): void;
+}
+
+/**
+ * The process's direct-channel thread: started on first use, referenced only while a session is open (an idle thread
+ * keeps no process alive), started again after it dies. When it dies, each open session fails with DirectThreadError.
+ */
+class DirectThread {
+  private static current: DirectThread | undefined;
+  private readonly worker: Worker;
+  private readonly sessions = new Map<number, SessionHandler>();
+  private nextId = 1;
+  private dead = false;
+
+  static get(): DirectThread {
+    if (!DirectThread.current || DirectThread.current.dead) DirectThread.current = new DirectThread();
+    return DirectThread.current;
+  }
+
+  private constructor() {
+    this.worker = new Worker(threadBootstrap(new URL('./direct-thread.ts', import.meta.url).href), { eval: true, execArgv: [] });
+    this.worker.unref();
+    this.worker.on('message', (message: FromThread) => this.sessions.get(message.id)?.onMessage(message));
+    this.worker.on('error', (err) => this.die(`the direct channel's thread failed: ${err.message}`));
+    this.worker.on('exit', (code) => this.die(`the direct channel's thread exited (${code})`));
+  }
+
+  open(handler: SessionHandler): number {
+    if (this.dead) throw new DirectThreadError("the direct channel's thread is gone");
+    const id = this.nextId++;
+    if (this.sessions.size === 0) this.worker.ref();
+    this.sessions.set(id, handler);
+    return id;
+  }
+
+  /** The session is over on this side; the thread drops it too (if it has not already). */
+  forget(id: number): void {
+    if (!this.sessions.delete(id)) return;
+    this.post({ op: 'close', id });
+    if (this.sessions.size === 0) this.worker.unref();
+  }
+
+  post(message: ToThread): void {
+    if (!this.dead) this.worker.postMessage(message);
+  }
+
+  /** Tests only: the thread dies as a crash would. */
+  crashForTest(): void {
+    this.post({ op: 'crash' });
+  }
+
+  private die(reason: string): void {
+    if (this.dead) return;
+    this.dead = true;
+    const open = [...this.sessions.values()];
+    this.sessions.clear();
+    for (const session of open) session.fail(new DirectThreadError(reason));
+  }
+}
+
+/** Tests only: make the direct channel's thread die as a crash would (open sessions fail, the next one starts anew). */
+export function crashDirectThreadForTest(): void {
+  DirectThread.get().crashForTest();
+}
+
+/**
+ * The thread's first code: register tsx's loader, then import the .ts entry (on Node 20, `execArgv: ['--import',
+ * 'tsx']` does not reach a worker's entry module; worker/node/engine-client.ts does the same).
+ */
+function threadBootstrap(entry: string): string {
+  return `import('tsx/esm/api').then((tsx) => { tsx.register(); return import(${JSON.stringify(entry)}); });`;
+}
+
+/** A one-shot wait that a session's failure also ends. */
+function waiter<T>(): PromiseWithResolvers<T> {
+  const waiting = Promise.withResolvers<T>();
+  waiting.promise.catch(() => undefined);
+  return waiting;
+}
+
+/** Provider side of a session: sends chunks as sealed records (sealed in the thread). */
 export class DirectChunkWriter {
+  private readonly freeSlots: number[] = Array.from({ length: PROVIDER_SLOTS }, (_, slot) => slot);
+  private slotFreed = waiter<void>();
+  private ended = waiter<void>();
+  private failure: Error | undefined;
+
   constructor(
-    private readonly socket: Socket,
-    private readonly sealer: RecordSealer,
+    private readonly thread: DirectThread,
+    private readonly id: number,
+    private readonly slots: Uint8Array,
+    private readonly slotBytes: number,
   ) {}
 
-  /** Sends one chunk; `bytes` are sealed (copied) before anything is awaited, so the caller may reuse them. */
+  /** Sends one chunk; `bytes` are copied before anything is awaited, so the caller may reuse them once it resolves. */
   async chunk(index: number, bytes: Uint8Array): Promise<void> {
-    const head = Buffer.alloc(INDEX_BYTES);
-    head.writeUInt32BE(index, 0);
-    await this.write(this.sealer.seal([head, bytes]));
+    while (this.freeSlots.length === 0) {
+      this.throwIfFailed();
+      await this.slotFreed.promise;
+    }
+    this.throwIfFailed();
+    if (bytes.byteLength > this.slotBytes) throw new RangeError(`chunk ${index} is larger than the session's slots`);
+    const slot = this.freeSlots.shift() as number;
+    this.slots.set(bytes, slot * this.slotBytes);
+    this.thread.post({ op: 'send', id: this.id, slot, index, bytes: bytes.byteLength });
   }
 
   async end(): Promise<void> {
-    const head = Buffer.alloc(INDEX_BYTES);
-    head.writeUInt32BE(END_INDEX, 0);
-    await this.write(this.sealer.seal([head]));
-    await new Promise<void>((resolve) => this.socket.end(resolve));
+    this.throwIfFailed();
+    this.thread.post({ op: 'end', id: this.id });
+    await this.ended.promise;
   }
 
-  private async write(buffers: Buffer[]): Promise<void> {
-    if (this.socket.destroyed) throw new StreamAbortedError('the direct connection is closed');
-    // Corked: the record's pieces leave in one writev, not one syscall each.
-    this.socket.cork();
-    for (const buffer of buffers) this.socket.write(buffer);
-    this.socket.uncork();
-    if (this.socket.writableLength > MAX_UNSENT_BYTES) await untilEventOrClose(this.socket, 'drain');
+  /** @internal The thread freed a slot. */
+  slotSent(slot: number): void {
+    this.freeSlots.push(slot);
+    const freed = this.slotFreed;
+    this.slotFreed = waiter<void>();
+    freed.resolve();
+  }
+
+  /** @internal The thread sent the end record. */
+  done(): void {
+    this.ended.resolve();
+  }
+
+  /** @internal The session failed: every wait ends with `err`. */
+  fail(err: Error): void {
+    this.failure ??= err;
+    this.slotFreed.reject(err);
+    this.ended.reject(err);
+  }
+
+  private throwIfFailed(): void {
+    if (this.failure) throw this.failure;
   }
 }
 
@@ -78,8 +203,8 @@ export class DirectChunkWriter {
  * session, which `send` fills; then the listener closes (it also closes unused after connectTimeoutMs).
  */
 export class DirectOffers {
-  private readonly servers = new Set<Server>();
-  private readonly sockets = new Set<Socket>();
+  /** Open sessions (listening or sending), by thread session id. */
+  private readonly open = new Map<number, DirectThread>();
 
   constructor(
     private readonly timeouts: DirectTimeouts,
@@ -87,62 +212,56 @@ export class DirectOffers {
     private readonly host?: string,
   ) {}
 
-  async offer(send: (writer: DirectChunkWriter) => Promise<void>): Promise<DirectOffer> {
-    if (this.servers.size + this.sockets.size >= MAX_DIRECT_OFFERS) throw new DirectChannelUnavailableError('too many direct channels open');
+  /** `chunkBytes`: the largest chunk `send` will pass (the size of the session's slots). */
+  async offer(chunkBytes: number, send: (writer: DirectChunkWriter) => Promise<void>): Promise<DirectOffer> {
+    if (this.open.size >= MAX_DIRECT_OFFERS) throw new DirectChannelUnavailableError('too many direct channels open');
     const key = newSessionKey();
-    const server = createServer();
-    this.servers.add(server);
-    let accepted = false;
-    const closeServer = () => {
-      clearTimeout(expiry);
-      this.servers.delete(server);
-      server.close();
+    const thread = DirectThread.get();
+    const shared = new SharedArrayBuffer(PROVIDER_SLOTS * chunkBytes);
+    const listening = waiter<number>();
+    let writer: DirectChunkWriter | undefined;
+    const id = thread.open({
+      onMessage: (message) => {
+        if (message.op === 'listening') listening.resolve(message.port);
+        else if (message.op === 'accepted') {
+          writer = new DirectChunkWriter(thread, id, new Uint8Array(shared), chunkBytes);
+          const current = writer;
+          send(current).then(
+            () => this.finish(id),
+            (err: Error) => {
+              current.fail(err);
+              this.finish(id);
+            },
+          );
+        } else if (message.op === 'sent') writer?.slotSent(message.slot);
+        else if (message.op === 'done') writer?.done();
+        else if (message.op === 'expired') this.finish(id);
+        else if (message.op === 'failed') fail(rebuild(message.error));
+      },
+      fail: (err) => fail(err),
+    });
+    const fail = (err: Error) => {
+      listening.reject(err);
+      writer?.fail(err);
+      this.finish(id);
     };
-    const expiry = setTimeout(closeServer, this.timeouts.connectTimeoutMs);
-    server.on('connection', (socket) => {
-      if (accepted) return socket.destroy();
-      this.track(socket);
-      void this.authenticate(socket, key).then((ok) => {
-        if (!ok || accepted) return socket.destroy();
-        accepted = true;
-        closeServer();
-        const writer = new DirectChunkWriter(socket, new RecordSealer(key, 'provider'));
-        return send(writer).catch((err: Error) => socket.destroy(err));
-      });
-    });
-    server.on('error', closeServer);
-    await new Promise<void>((resolve, reject) => {
-      server.once('error', reject);
-      server.listen(0, this.host, resolve);
-    });
-    return { port: (server.address() as AddressInfo).port, key: key.toString('base64') };
+    this.open.set(id, thread);
+    thread.post({ op: 'listen', id, key, host: this.host, slots: shared, slotBytes: chunkBytes, ...this.timeouts });
+    try {
+      return { port: await listening.promise, key: key.toString('base64') };
+    } catch (err) {
+      this.finish(id);
+      throw err instanceof DirectThreadError ? new DirectChannelUnavailableError(err.message) : err;
+    }
   }
 
   closeAll(): void {
-    for (const server of this.servers) server.close();
-    for (const socket of this.sockets) socket.destroy();
-    this.servers.clear();
-    this.sockets.clear();
+    for (const id of [...this.open.keys()]) this.finish(id);
   }
 
-  private track(socket: Socket): void {
-    this.sockets.add(socket);
-    socket.on('close', () => this.sockets.delete(socket));
-    // Errors surface where the socket is used; an unheard 'error' event would crash the process.
-    socket.on('error', () => undefined);
-    socket.setNoDelay(true);
-    socket.setTimeout(this.timeouts.idleTimeoutMs, () => socket.destroy(new ReadTimeoutError('the direct connection went silent')));
-  }
-
-  /** The first record must be the hello sealed with the session key. */
-  private async authenticate(socket: Socket, key: Buffer): Promise<boolean> {
-    try {
-      const records = readRecords(socket, new RecordOpener(key, 'fetcher'), HELLO.byteLength);
-      const first = await records.next();
-      return !first.done && Buffer.concat(first.value).equals(HELLO);
-    } catch {
-      return false;
-    }
+  private finish(id: number): void {
+    this.open.get(id)?.forget(id);
+    this.open.delete(id);
   }
 }
 
@@ -151,85 +270,66 @@ export interface ReceiveDirectOptions extends DirectTimeouts {
   offer: DirectOffer;
   maxChunkBytes: number;
   signal?: AbortSignal;
-  /** A chunk's bytes as pieces in order (as they came off the wire, not reassembled). */
-  onChunk: (index: number, pieces: Buffer[]) => Promise<void>;
+  /** A chunk's bytes (valid until the returned promise settles) and the sha256 of exactly those bytes, as hex. */
+  onChunk: (index: number, pieces: Uint8Array[], sha256: string) => Promise<void>;
 }
 
 /**
  * Fetcher side: connect, say hello, hand every received chunk to `onChunk` (up to CHUNKS_IN_FLIGHT at a
  * time) until the provider ends the session. DirectChannelUnavailableError when no connection could be made
- * (nothing was received then).
+ * (nothing was received then); DirectThreadError when the thread died.
  */
 export async function receiveDirect(options: ReceiveDirectOptions): Promise<void> {
   const key = Buffer.from(options.offer.key, 'base64');
   if (key.byteLength !== SESSION_KEY_BYTES) throw new SealedRecordError('the offered session key has the wrong size');
-  const socket = await connectWithin(options.host, options.offer.port, options);
-  const onAbort = () => socket.destroy(abortReasonToError(options.signal?.reason));
-  options.signal?.addEventListener('abort', onAbort, { once: true });
+  options.signal?.throwIfAborted();
+  const thread = DirectThread.get();
+  const shared = new SharedArrayBuffer(CHUNKS_IN_FLIGHT * options.maxChunkBytes);
   const inFlight = new Set<Promise<void>>();
-  let failure: unknown;
-  const settle = async () => {
-    if (failure === undefined && inFlight.size > 0) await Promise.race(inFlight);
-    if (failure !== undefined) throw failure;
+  const outcome = waiter<void>();
+  let over = false;
+  let chunkFailure: Error | undefined;
+  const end = (err?: Error) => {
+    if (over) return;
+    over = true;
+    if (err) outcome.reject(err);
+    else outcome.resolve();
   };
+  const id = thread.open({
+    onMessage: (message) => {
+      if (over) return;
+      if (message.op === 'chunk') {
+        const bytes = new Uint8Array(shared, message.slot * options.maxChunkBytes, message.bytes);
+        const handled: Promise<void> = options.onChunk(message.index, [bytes], message.sha256).then(
+          () => {
+            inFlight.delete(handled);
+            thread.post({ op: 'release', id, slot: message.slot });
+          },
+          (err: Error) => {
+            inFlight.delete(handled);
+            chunkFailure ??= err;
+            end(err);
+          },
+        );
+        inFlight.add(handled);
+      } else if (message.op === 'done') end();
+      else if (message.op === 'failed') end(rebuild(message.error));
+    },
+    fail: (err) => end(err),
+  });
+  const onAbort = () => end(abortReasonToError(options.signal?.reason));
+  options.signal?.addEventListener('abort', onAbort, { once: true });
   try {
-    socket.setTimeout(options.idleTimeoutMs, () => socket.destroy(new ReadTimeoutError('the direct connection went silent')));
-    for (const buffer of new RecordSealer(key, 'fetcher').seal([HELLO])) socket.write(buffer);
-    for await (const record of readRecords(socket, new RecordOpener(key, 'provider'), options.maxChunkBytes + INDEX_BYTES)) {
-      const split = splitHead(record, INDEX_BYTES);
-      if (!split) throw new SealedRecordError('a record without a chunk index');
-      const index = split.head.readUInt32BE(0);
-      if (index === END_INDEX) {
-        while (inFlight.size > 0) await settle();
-        return;
-      }
-      const handled: Promise<void> = options.onChunk(index, split.rest).then(
-        () => void inFlight.delete(handled),
-        (err: unknown) => {
-          inFlight.delete(handled);
-          failure ??= err;
-        },
-      );
-      inFlight.add(handled);
-      while (inFlight.size >= CHUNKS_IN_FLIGHT || failure !== undefined) await settle();
-    }
-    throw new UnexpectedEndOfStreamError('the direct connection ended before the session did');
+    const { connectTimeoutMs, idleTimeoutMs, maxChunkBytes, host } = options;
+    thread.post({ op: 'fetch', id, host, port: options.offer.port, key, slots: shared, maxChunkBytes, connectTimeoutMs, idleTimeoutMs });
+    await outcome.promise;
+    // Every chunk handed over is written before the session counts as done.
+    await Promise.allSettled(inFlight);
+    if (chunkFailure) throw chunkFailure;
   } finally {
     // Whatever happens, `onChunk` calls still running finish before the caller moves on.
     await Promise.allSettled(inFlight);
     options.signal?.removeEventListener('abort', onAbort);
-    socket.destroy();
-  }
-}
-
-/** Resolves on `event`; rejects when the socket closes (or errors) first. */
-function untilEventOrClose(socket: Socket, event: 'drain' | 'connect'): Promise<void> {
-  return new Promise<void>((resolve, reject) => {
-    const onEvent = () => {
-      socket.off('close', onClose);
-      resolve();
-    };
-    const onClose = () => {
-      socket.off(event, onEvent);
-      reject(new StreamAbortedError('the direct connection closed'));
-    };
-    socket.once(event, onEvent);
-    socket.once('close', onClose);
-  });
-}
-
-async function connectWithin(host: string, port: number, options: DirectTimeouts & { signal?: AbortSignal }): Promise<Socket> {
-  options.signal?.throwIfAborted();
-  const socket = connect({ host, port, noDelay: true });
-  socket.on('error', () => undefined);
-  const timer = setTimeout(() => socket.destroy(new ReadTimeoutError('connect timed out')), options.connectTimeoutMs);
-  try {
-    await untilEventOrClose(socket, 'connect');
-    return socket;
-  } catch (err) {
-    socket.destroy();
-    throw new DirectChannelUnavailableError(`cannot reach ${host}:${port}: ${(err as Error).message}`);
-  } finally {
-    clearTimeout(timer);
+    thread.forget(id);
   }
 }

@@ -34,3 +34,8 @@ export class SealedRecordError extends Error {
 export class DirectChannelUnavailableError extends Error {
   override name = 'DirectChannelUnavailableError';
 }
+
+/** The direct channel's worker thread died (crashed or was stopped): its sessions fail, fetchers use the libp2p stream. */
+export class DirectThreadError extends Error {
+  override name = 'DirectThreadError';
+}

@@ -6,6 +6,7 @@ import { eventually, testNodes } from '../../testing/nodes.ts';
 import type { SwarmNode, SwarmNodeOptions } from '../../node/node.ts';
 import type { ManifestAnnouncement } from './weights.ts';
 import { signManifest } from './manifest.ts';
+import { crashDirectThreadForTest } from './direct.ts';
 import { generateKeyPair } from '@libp2p/crypto/keys';
 import { peerIdFromPrivateKey } from '@libp2p/peer-id';
 
@@ -151,6 +152,22 @@ describe('/agentjet/weights/1', () => {
       // The provider's direct listener is bound where the fetcher cannot reach it (as behind a firewall).
       const [publisher, fetcher] = await connected(2, { weights: { directHost: '127.0.0.2', directConnectTimeoutMs: 2_000 } });
       expect((await fetchFrom(publisher, fetcher)).chunksByPath).toEqual({ direct: 0, libp2p: 21 });
+    });
+
+    it('carries on over the libp2p stream when the direct channel\'s thread dies mid-fetch', async () => {
+      const [publisher, fetcher] = await connected(2);
+      const blob = randomBytes(BLOB_BYTES);
+      const signed = await publisher.weights.publish({ model: 'tiny', version: 1, source: { bytes: blob }, chunkSize: CHUNK, announce: false });
+      const dir = await nodes.tempDir();
+      const destPath = join(dir, 'out.bin');
+      const onChunk = (_index: number, stats: { chunksFetched: number }) => void (stats.chunksFetched === 3 && crashDirectThreadForTest());
+      const result = await fetcher.weights.fetch(signed, { providers: [publisher.peerId], destPath, onChunk });
+      expect(Buffer.from(await readFile(destPath)).equals(blob)).toBe(true);
+      expect(result.stats).toMatchObject({ chunksFetched: 21, chunksRejected: 0 });
+      expect(result.chunksByPath.direct).toBeGreaterThanOrEqual(3);
+      expect(result.chunksByPath.libp2p).toBeGreaterThan(0);
+      expect(result.chunksByPath.direct + result.chunksByPath.libp2p).toBe(21); // no chunk fetched twice
+      expect(await readdir(dir)).toEqual(['out.bin']);
     });
 
     it('keeps every byte on the libp2p stream when the fetcher asks for that', async () => {

@@ -35,7 +35,7 @@ import { downloadBlob } from './download.ts';
 import type { ChunkProvider, DownloadStats } from './download.ts';
 import { DirectOffers, receiveDirect } from './direct.ts';
 import type { DirectOffer } from './direct.ts';
-import { ChunkHashMismatchError, DirectChannelUnavailableError, InvalidManifestError, UnknownBlobError } from './errors.ts';
+import { ChunkHashMismatchError, DirectChannelUnavailableError, DirectThreadError, InvalidManifestError, UnknownBlobError } from './errors.ts';
 import { buildManifest, readExactly, signManifest, verifyManifest } from './manifest.ts';
 import type { BlobSource, WeightsManifest, SignedManifest } from './manifest.ts';
 import { WeightsRequest, WeightsResponseFrame } from './wire.ts';
@@ -94,9 +94,9 @@ interface ServedBlob {
 
 const blobKey = (model: string, version: number) => `${model}@${version}`;
 
-/** The direct channel cannot be had from this provider: it offers none, cannot be reached, or predates it. */
+/** The direct channel cannot be had from this provider: it offers none, cannot be reached, predates it, or our thread died. */
 function directUnavailable(err: unknown): boolean {
-  if (err instanceof DirectChannelUnavailableError) return true;
+  if (err instanceof DirectChannelUnavailableError || err instanceof DirectThreadError) return true;
   return err instanceof RemoteError && (err.remoteName === 'DirectChannelUnavailableError' || err.remoteName === 'InvalidRequestError');
 }
 
@@ -232,19 +232,25 @@ export class WeightsProtocol {
     return {
       id: peer.toString(),
       fetchChunks: async (indices, onChunk, signal) => {
+        let rest = indices;
         if (useDirect) {
+          const delivered = new Set<number>();
           try {
-            await this.fetchDirect(peer, { op: 'direct', ...blob, indices }, signal, (index, pieces) => {
+            await this.fetchDirect(peer, { op: 'direct', ...blob, indices }, manifest.chunkSize, signal, async (index, pieces, sha256) => {
               chunksByPath.direct += 1;
-              return onChunk(index, pieces);
+              await onChunk(index, pieces, sha256);
+              delivered.add(index);
             });
             return;
           } catch (err) {
             if (!directUnavailable(err)) throw err;
             useDirect = false;
+            // A thread that died mid-session delivered some chunks: the stream carries the rest.
+            rest = indices.filter((index) => !delivered.has(index));
+            if (rest.length === 0) return;
           }
         }
-        await this.exchange(peer, { op: 'chunks', ...blob, indices }, signal, async (frame, frames) => {
+        await this.exchange(peer, { op: 'chunks', ...blob, indices: rest }, signal, async (frame, frames) => {
           if (frame.t !== 'chunk') throw new InvalidManifestError('expected a chunk frame');
           const bytes = await frames.read(signal);
           if (!bytes || bytes.byteLength !== frame.bytes) throw new UnexpectedEndOfStreamError('chunk body missing or of the wrong size');
@@ -259,8 +265,9 @@ export class WeightsProtocol {
   private async fetchDirect(
     peer: PeerId,
     request: Extract<WeightsRequest, { op: 'direct' }>,
+    chunkSize: number,
     signal: AbortSignal | undefined,
-    onChunk: (index: number, pieces: Buffer[]) => Promise<void>,
+    onChunk: (index: number, pieces: Uint8Array[], sha256: string) => Promise<void>,
   ): Promise<void> {
     let offer: DirectOffer | undefined;
     await this.exchange(peer, request, signal, async (frame) => {
@@ -270,7 +277,7 @@ export class WeightsProtocol {
     if (!offer) throw new UnexpectedEndOfStreamError('no direct-channel offer in the response');
     const host = this.hostOf(peer);
     if (!host) throw new DirectChannelUnavailableError('the connection to the provider has no IP address');
-    await receiveDirect({ host, offer, ...this.directTimeouts, maxChunkBytes: MAX_CHUNK_BYTES, signal, onChunk });
+    await receiveDirect({ host, offer, ...this.directTimeouts, maxChunkBytes: chunkSize, signal, onChunk });
   }
 
   /** The provider's IP address as our libp2p connection to it sees it. */
@@ -358,7 +365,7 @@ export class WeightsProtocol {
   private async offerDirect(blob: ServedBlob, indices: number[]): Promise<DirectOffer> {
     if (!this.directTransfer) throw new DirectChannelUnavailableError('this peer offers no direct channel');
     for (const index of indices) if (!blob.manifest.chunks[index]) throw new InvalidRequestError(`no chunk ${index}`);
-    return this.directOffers.offer(async (writer) => {
+    return this.directOffers.offer(blob.manifest.chunkSize, async (writer) => {
       // The writer seals (copies) the bytes before it resolves: the read buffers can be reused.
       await this.readChunks(blob, indices, (index, bytes) => writer.chunk(index, bytes), { reuseBuffers: true });
       await writer.end();
