@@ -1,15 +1,15 @@
 /**
- * The direct channel's data plane, run in a worker thread of its own (direct.ts starts it): the sockets, the sealed
- * records and, on the fetcher, each chunk's sha256.
+ * The direct channel's data plane, run in a worker thread of its own (direct.ts starts it): the sockets and the
+ * sealed records (AES-GCM both ways).
  *
  * Why a thread: at a gigabyte a second the records' buffers churn the heap that holds them. In the peer's main
  * isolate (tens of MB of libp2p state) that churn cost a mark-compact every ~50 ms once V8's memory reducer had
  * switched the heap to slow growth, which it does after any idle spell (measured: 440 → 230 MB/s). This isolate's
  * heap is small, so the same collections cost little. Chunk bytes cross between the threads through shared slots,
- * so neither side allocates a buffer per chunk for the other. The control plane (offers, manifests, errors, file
- * writes) stays on the main thread.
+ * so the main thread allocates no buffer per chunk. The main thread keeps the control plane (offers, manifests,
+ * errors) and the file side: reads on the provider; on the fetcher each chunk's sha256 against the manifest and the
+ * write, which overlap the next chunk's decryption here.
  */
-import { createHash } from 'node:crypto';
 import { connect, createServer } from 'node:net';
 import type { AddressInfo, Server, Socket } from 'node:net';
 import { parentPort } from 'node:worker_threads';
@@ -52,8 +52,8 @@ export type FromThread =
   /** Provider: a fetcher proved the key; the main thread may send. */
   | { op: 'accepted'; id: number }
   | { op: 'sent'; id: number; slot: number }
-  /** Fetcher: an authenticated chunk in `slot` and the sha256 of exactly those bytes. */
-  | { op: 'chunk'; id: number; index: number; slot: number; bytes: number; sha256: string }
+  /** Fetcher: an authenticated chunk in `slot`. */
+  | { op: 'chunk'; id: number; index: number; slot: number; bytes: number }
   /** The session ended well (provider: all sent; fetcher: the end record came). */
   | { op: 'done'; id: number }
   /** Provider: the listener closed unused (no fetcher proved the key in time). */
@@ -232,14 +232,12 @@ class FetcherSession extends Session {
       // No free slot: the main thread still writes earlier chunks; not reading meanwhile holds the provider back.
       const slot = await this.freeSlot();
       const into = new Uint8Array(request.slots, slot * request.maxChunkBytes, request.maxChunkBytes);
-      const hash = createHash('sha256');
       let bytes = 0;
       for (const piece of split.rest) {
-        hash.update(piece);
         into.set(piece, bytes);
         bytes += piece.byteLength;
       }
-      this.port.postMessage({ op: 'chunk', id: this.id, index, slot, bytes, sha256: hash.digest('hex') } satisfies FromThread);
+      this.port.postMessage({ op: 'chunk', id: this.id, index, slot, bytes } satisfies FromThread);
     }
     if (!this.closed.signal.aborted) throw new UnexpectedEndOfStreamError('the direct connection ended before the session did');
   }

@@ -9,7 +9,7 @@
  * fetcher gets the same chunks over the libp2p stream instead.
  *
  * The sockets and records live in one worker thread per process (direct-thread.ts says why); this module is
- * the main thread's side: it starts that thread, hands it chunks through shared slots and rebuilds its errors.
+ * the main thread's side: it starts that thread, passes chunks through shared slots and rebuilds its errors.
  */
 import { Worker } from 'node:worker_threads';
 import { ReadTimeoutError, StreamAbortedError, UnexpectedEndOfStreamError } from '../../framing/errors.ts';
@@ -33,8 +33,9 @@ export interface DirectTimeouts {
 }
 
 /**
- * Chunks the fetcher's thread may hand over before the main thread has written the first of them: overlaps disk and
- * network. Each is a slot of the chunk size in the session's shared buffer.
+ * Chunks the fetcher's thread may hand over before the main thread has hashed and written the first of them: the
+ * thread decrypts while the main thread verifies and the disk writes. Each is a slot of the chunk size in the
+ * session's shared buffer.
  */
 const CHUNKS_IN_FLIGHT = 4;
 /** Chunks the provider's main thread may hand its thread at once: one being sealed while the next is read. */
@@ -154,7 +155,7 @@ export class DirectChunkWriter {
     private readonly slotBytes: number,
   ) {}
 
-  /** Sends one chunk; `bytes` are copied before anything is awaited, so the caller may reuse them once it resolves. */
+  /** Sends one chunk; `bytes` are copied before it resolves, so the caller may reuse them then. */
   async chunk(index: number, bytes: Uint8Array): Promise<void> {
     while (this.freeSlots.length === 0) {
       this.throwIfFailed();
@@ -270,8 +271,8 @@ export interface ReceiveDirectOptions extends DirectTimeouts {
   offer: DirectOffer;
   maxChunkBytes: number;
   signal?: AbortSignal;
-  /** A chunk's bytes (valid until the returned promise settles) and the sha256 of exactly those bytes, as hex. */
-  onChunk: (index: number, pieces: Uint8Array[], sha256: string) => Promise<void>;
+  /** A chunk's bytes, valid until the returned promise settles. */
+  onChunk: (index: number, pieces: Uint8Array[]) => Promise<void>;
 }
 
 /**
@@ -300,7 +301,7 @@ export async function receiveDirect(options: ReceiveDirectOptions): Promise<void
       if (over) return;
       if (message.op === 'chunk') {
         const bytes = new Uint8Array(shared, message.slot * options.maxChunkBytes, message.bytes);
-        const handled: Promise<void> = options.onChunk(message.index, [bytes], message.sha256).then(
+        const handled: Promise<void> = options.onChunk(message.index, [bytes]).then(
           () => {
             inFlight.delete(handled);
             thread.post({ op: 'release', id, slot: message.slot });

@@ -24,16 +24,10 @@ import type { WeightsManifest } from './manifest.ts';
 /** A chunk's bytes as pieces in order, as they came off the wire: hashed and written without reassembly. */
 export type ChunkPieces = readonly Uint8Array[];
 
-/**
- * A chunk as a provider delivers it: its bytes and, when our own code already hashed exactly those bytes on the way
- * (the direct channel's thread does, beside the decryption), their sha256 in hex; never a digest the remote sent.
- */
-export type OnChunk = (index: number, pieces: ChunkPieces, sha256?: string) => Promise<void>;
-
 /** A provider, as the download sees it: something that delivers chunks by index. */
 export interface ChunkProvider {
   id: string;
-  fetchChunks(indices: number[], onChunk: OnChunk, signal?: AbortSignal): Promise<void>;
+  fetchChunks(indices: number[], onChunk: (index: number, pieces: ChunkPieces) => Promise<void>, signal?: AbortSignal): Promise<void>;
 }
 
 export interface DownloadStats {
@@ -126,12 +120,14 @@ async function fetchMissing(handle: FileHandle, pending: number[], stats: Downlo
     return pool[nextProvider++ % pool.length];
   };
 
-  const onChunk = async (provider: ChunkProvider, index: number, pieces: ChunkPieces, requested: Set<number>, sha256?: string) => {
+  const onChunk = async (provider: ChunkProvider, index: number, pieces: ChunkPieces, requested: Set<number>) => {
     const expected = manifest.chunks[index];
     if (!requested.has(index) || !expected) throw new ChunkHashMismatchError(`chunk ${index} was not requested`);
     requested.delete(index);
     const byteLength = sizeOf(pieces);
-    const digest = sha256 ?? hashOf(pieces);
+    const hash = createHash('sha256');
+    for (const piece of pieces) hash.update(piece);
+    const digest = hash.digest('hex');
     if (byteLength !== expected.bytes || digest !== expected.sha256) {
       stats.chunksRejected += 1;
       options.onRejected?.(provider.id, index);
@@ -179,7 +175,7 @@ async function fetchMissing(handle: FileHandle, pending: number[], stats: Downlo
       const requested = new Set(batch);
       inFlight += 1;
       try {
-        await provider.fetchChunks(batch, (index, pieces, sha256) => onChunk(provider, index, pieces, requested, sha256), signal);
+        await provider.fetchChunks(batch, (index, pieces) => onChunk(provider, index, pieces, requested), signal);
         if (requested.size > 0) throw new NoProviderError(`provider ${provider.id} skipped ${requested.size} chunks`);
       } catch (err) {
         if (signal?.aborted) throw err;
@@ -225,12 +221,6 @@ class BackgroundSync {
   settled(): Promise<void> {
     return this.running;
   }
-}
-
-function hashOf(pieces: ChunkPieces): string {
-  const hash = createHash('sha256');
-  for (const piece of pieces) hash.update(piece);
-  return hash.digest('hex');
 }
 
 function sizeOf(pieces: ChunkPieces): number {

@@ -236,9 +236,9 @@ export class WeightsProtocol {
         if (useDirect) {
           const delivered = new Set<number>();
           try {
-            await this.fetchDirect(peer, { op: 'direct', ...blob, indices }, manifest.chunkSize, signal, async (index, pieces, sha256) => {
+            await this.fetchDirect(peer, { op: 'direct', ...blob, indices }, manifest.chunkSize, signal, async (index, pieces) => {
               chunksByPath.direct += 1;
-              await onChunk(index, pieces, sha256);
+              await onChunk(index, pieces);
               delivered.add(index);
             });
             return;
@@ -267,7 +267,7 @@ export class WeightsProtocol {
     request: Extract<WeightsRequest, { op: 'direct' }>,
     chunkSize: number,
     signal: AbortSignal | undefined,
-    onChunk: (index: number, pieces: Uint8Array[], sha256: string) => Promise<void>,
+    onChunk: (index: number, pieces: Uint8Array[]) => Promise<void>,
   ): Promise<void> {
     let offer: DirectOffer | undefined;
     await this.exchange(peer, request, signal, async (frame) => {
