@@ -123,6 +123,12 @@ describe('direct channel', () => {
     }
   });
 
+  it('offers no channel (DirectChannelUnavailableError, so the fetcher uses the libp2p stream) when the thread dies before listening', async () => {
+    crashDirectThreadForTest(); // reaches the thread before the offer's listen does
+    await expect(offers.offer(4096, async (writer) => writer.end())).rejects.toMatchObject({ name: 'DirectChannelUnavailableError' });
+    await expect(offers.offer(4096, async (writer) => writer.end())).resolves.toMatchObject({ port: expect.any(Number) });
+  });
+
   it('fails its sessions with DirectThreadError when the thread dies, and the next session starts a new thread', async () => {
     const chunk = randomBytes(4096);
     const offer = await offers.offer(4096, async (writer) => {

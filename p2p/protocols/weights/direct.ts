@@ -75,8 +75,15 @@ class DirectThread {
   private nextId = 1;
   private dead = false;
 
+  /** The running thread, or a new one; DirectThreadError when none can be started. */
   static get(): DirectThread {
-    if (!DirectThread.current || DirectThread.current.dead) DirectThread.current = new DirectThread();
+    if (!DirectThread.current || DirectThread.current.dead) {
+      try {
+        DirectThread.current = new DirectThread();
+      } catch (err) {
+        throw new DirectThreadError(`cannot start the direct channel's thread: ${(err as Error).message}`);
+      }
+    }
     return DirectThread.current;
   }
 
@@ -132,6 +139,11 @@ export function crashDirectThreadForTest(): void {
  */
 function threadBootstrap(entry: string): string {
   return `import('tsx/esm/api').then((tsx) => { tsx.register(); return import(${JSON.stringify(entry)}); });`;
+}
+
+/** A provider whose thread is gone offers no direct channel: the fetcher that asked then uses the libp2p stream. */
+function withoutThread(err: unknown): unknown {
+  return err instanceof DirectThreadError ? new DirectChannelUnavailableError(err.message) : err;
 }
 
 /** A one-shot wait that a session's failure also ends. */
@@ -216,8 +228,19 @@ export class DirectOffers {
   /** `chunkBytes`: the largest chunk `send` will pass (the size of the session's slots). */
   async offer(chunkBytes: number, send: (writer: DirectChunkWriter) => Promise<void>): Promise<DirectOffer> {
     if (this.open.size >= MAX_DIRECT_OFFERS) throw new DirectChannelUnavailableError('too many direct channels open');
+    try {
+      return await this.listen(DirectThread.get(), chunkBytes, send);
+    } catch (err) {
+      throw withoutThread(err);
+    }
+  }
+
+  closeAll(): void {
+    for (const id of [...this.open.keys()]) this.finish(id);
+  }
+
+  private async listen(thread: DirectThread, chunkBytes: number, send: (writer: DirectChunkWriter) => Promise<void>): Promise<DirectOffer> {
     const key = newSessionKey();
-    const thread = DirectThread.get();
     const shared = new SharedArrayBuffer(PROVIDER_SLOTS * chunkBytes);
     const listening = waiter<number>();
     let writer: DirectChunkWriter | undefined;
@@ -252,12 +275,8 @@ export class DirectOffers {
       return { port: await listening.promise, key: key.toString('base64') };
     } catch (err) {
       this.finish(id);
-      throw err instanceof DirectThreadError ? new DirectChannelUnavailableError(err.message) : err;
+      throw err;
     }
-  }
-
-  closeAll(): void {
-    for (const id of [...this.open.keys()]) this.finish(id);
   }
 
   private finish(id: number): void {
