@@ -8,6 +8,8 @@
  * - libp2p_stream_mb_per_s: the same bytes over a bare libp2p stream (same transport stack, no agentjet
  *   protocol), to tell the protocol's cost from the transport's;
  * - weights_vs_raw: weights / raw TCP (target ≥ 0.5); weights_libp2p_vs_raw: the fallback path's;
+ * - weights_cpu_ms_per_mb: CPU time of both peer processes (all threads) per MB of a direct fetch: steadier than the
+ *   throughput on a machine shared with other jobs, where the wall clock mostly measures the scheduler;
  * - infer_frame_rtt_ms_p50: one request → one frame over /agentjet/infer/1, median of many.
  * With a model (two peer runtimes in this process, builtin:tiny on the server peer, none on the client peer):
  * - relay_overhead_ms_p50: a one-token chat completion through the client peer's gateway (relayed over
@@ -100,9 +102,15 @@ export default async function p2pBench(ctx: BenchContext): Promise<Record<string
     ctx.log(`hashing and publishing ${megabytes} MB…`);
     const signed = await publisher.send<SignedManifest>({ cmd: 'publish-weights', model: 'bench', version: 1, path: blobPath });
 
-    /** Seconds to fetch the blob, checking that it all came over the expected path. */
+    const cpuMs = async () => {
+      const usages = await Promise.all([publisher, fetcher].map((peer) => peer.send<NodeJS.CpuUsage>({ cmd: 'cpu-usage' })));
+      return usages.reduce((sum, usage) => sum + (usage.user + usage.system) / 1000, 0);
+    };
+    let lastFetchCpuMs = 0;
+    /** Seconds to fetch the blob, checking that it all came over the expected path; its CPU time in lastFetchCpuMs. */
     const fetchSeconds = async (direct: boolean): Promise<number> => {
       const destPath = join(dir, direct ? 'fetched-direct.bin' : 'fetched-libp2p.bin');
+      const cpuBefore = await cpuMs();
       const started = performance.now();
       const { stats, chunksByPath } = await fetcher.send<{ stats: DownloadStats; chunksByPath: FetchWeightsResult['chunksByPath'] }>({
         cmd: 'fetch-weights',
@@ -112,6 +120,7 @@ export default async function p2pBench(ctx: BenchContext): Promise<Record<string
         direct,
       });
       const seconds = (performance.now() - started) / 1000;
+      lastFetchCpuMs = (await cpuMs()) - cpuBefore;
       await rm(destPath, { force: true });
       if (stats.bytesFetched !== totalBytes) throw new Error(`fetched ${stats.bytesFetched} of ${totalBytes} bytes`);
       if ((direct ? chunksByPath.libp2p : chunksByPath.direct) > 0) throw new Error(`chunks took the other path: ${JSON.stringify(chunksByPath)}`);
@@ -123,14 +132,15 @@ export default async function p2pBench(ctx: BenchContext): Promise<Record<string
     await fetchSeconds(true);
     // Rounds of back-to-back transfers: on a shared machine the load drifts, so each ratio compares neighbours
     // and the medians are reported.
-    const rounds: Array<{ direct: number; libp2p: number; blast: number; raw: number }> = [];
+    const rounds: Array<{ direct: number; directCpuMsPerMb: number; libp2p: number; blast: number; raw: number }> = [];
     for (let round = 1; round <= repeats; round++) {
       ctx.log(`round ${round}/${repeats}: weights (direct channel), weights (libp2p stream), bare libp2p stream, raw TCP…`);
       const direct = await fetchSeconds(true);
+      const directCpuMsPerMb = lastFetchCpuMs / megabytes;
       const libp2p = await fetchSeconds(false);
       const blast = await fetcher.send<{ received: number; seconds: number }>({ cmd: 'blast-receive', peer: publisher.peerId, bytes: totalBytes });
       const raw = await rawTcpSeconds(blobPath, totalBytes);
-      rounds.push({ direct: megabytes / direct, libp2p: megabytes / libp2p, blast: megabytes / blast.seconds, raw: megabytes / raw });
+      rounds.push({ direct: megabytes / direct, directCpuMsPerMb, libp2p: megabytes / libp2p, blast: megabytes / blast.seconds, raw: megabytes / raw });
     }
 
     ctx.log(`${roundTrips} infer round trips…`);
@@ -151,6 +161,7 @@ export default async function p2pBench(ctx: BenchContext): Promise<Record<string
       raw_tcp_mb_per_s: rawMbPerS,
       weights_vs_raw: median(rounds.map((r) => r.direct / r.raw)),
       weights_libp2p_vs_raw: median(rounds.map((r) => r.libp2p / r.raw)),
+      weights_cpu_ms_per_mb: median(rounds.map((r) => r.directCpuMsPerMb)),
       rounds,
       infer_frame_rtt_ms_p50: median(rtts),
       infer_round_trips: rtts.length,
@@ -172,6 +183,7 @@ export default async function p2pBench(ctx: BenchContext): Promise<Record<string
         { metric: 'raw_tcp_mb_per_s', value: result.raw_tcp_mb_per_s },
         { metric: 'weights_vs_raw', value: result.weights_vs_raw },
         { metric: 'weights_libp2p_vs_raw', value: result.weights_libp2p_vs_raw },
+        { metric: 'weights_cpu_ms_per_mb', value: result.weights_cpu_ms_per_mb },
         { metric: 'infer_frame_rtt_ms_p50', value: result.infer_frame_rtt_ms_p50 },
       ]) + '\n',
     );

@@ -22,6 +22,8 @@ export type PeerCommand =
   | { cmd: 'infer-rtt'; peer: string; count: number }
   /** Benchmark baseline: receive `bytes` over a bare libp2p stream (same transport, no agentjet protocol). */
   | { cmd: 'blast-receive'; peer: string; bytes: number }
+  /** CPU time this process has used, all threads (process.cpuUsage(), microseconds). */
+  | { cmd: 'cpu-usage' }
   | { cmd: 'stop' };
 
 interface PeerProcessOptions extends SwarmNodeOptions {
@@ -96,6 +98,8 @@ async function run(command: PeerCommand, swarmNode: SwarmNode): Promise<unknown>
       for await (const chunk of stream) received += chunk.byteLength;
       return { received, seconds: (performance.now() - started) / 1000 };
     }
+    case 'cpu-usage':
+      return process.cpuUsage();
     case 'stop':
       await swarmNode.stop();
       return null;
