@@ -5,6 +5,7 @@
  * batch as one prefix tree (tree: a group's shared context computed once) — with the real trainer engine.
  *
  *   npm run bench -- merge [--json] [--scale S] [--driver gateway|tracker] [--turns N] [--group N] [--micro-batch-tokens N]
+ *                          [--model narrow|wide] [--skip-naive]
  *
  * Two tables: single episodes (one per workload), and GRPO groups — `--group` repeats (default 8) of one task run
  * together, sharing an AppWorld-like context of system prompt + API documentation (4,000 tokens at scale 1: the
@@ -24,8 +25,13 @@
  * `--driver tracker` skips the gateway and drives the tracker directly (no sampling; faster); `--turns N` runs only
  * the workload with N turns.
  *
- * Model: a 2-layer, width-64 decoder (4 heads, 2 KV heads) over the builtin byte tokenizer, randomly initialised,
- * so a token is a byte and the sizes above are exact.
+ * Model (`--model`): `narrow` (default), a 2-layer, width-64 decoder (4 heads, 2 KV heads) over the builtin byte
+ * tokenizer, randomly initialised, so a token is a byte and the sizes above are exact. At these lengths its attention
+ * is most of a step, and attention is what the tree saves least (every generated token still attends to the whole
+ * shared context): the time saved trails the tokens saved. `wide`: two layers of Qwen2.5-0.5B's shapes (width 896,
+ * 14 heads of 64, 2 KV heads, MLP 4,864) over the same byte vocabulary, so each token's balance of projections and
+ * MLP against attention is a real model's; its naive step takes hours on a CPU, so pair it with `--skip-naive`
+ * (tree against merged only, no exactness check: the narrow run checks the same code).
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -48,9 +54,10 @@ import {
   runSyntheticEpisode,
   type AgentWorkload,
 } from '../swarm/node/training/testing/synthetic-agent.ts';
+import { QWEN2_5_0_5B } from './model.ts';
 import { formatTable, type BenchContext, type Row } from './report.ts';
 
-const MODEL: DecoderConfig = {
+const NARROW: DecoderConfig = {
   model_type: 'qwen3',
   vocab_size: 264,
   hidden_size: 64,
@@ -66,7 +73,12 @@ const MODEL: DecoderConfig = {
   qk_norm: true,
   attention_bias: false,
 };
-const MODEL_LABEL = 'decoder 2 layers × width 64 (4 heads, 2 KV), byte vocabulary 264, random init';
+/** Two of Qwen2.5-0.5B's layers over the byte vocabulary (its 151,936-row embedding would be most of a step here). */
+const WIDE: DecoderConfig = { ...QWEN2_5_0_5B, vocab_size: NARROW.vocab_size, num_hidden_layers: 2, max_position_embeddings: NARROW.max_position_embeddings };
+const MODELS: Record<string, { config: DecoderConfig; label: string }> = {
+  narrow: { config: NARROW, label: 'decoder 2 layers × width 64 (4 heads, 2 KV), byte vocabulary 264, random init' },
+  wide: { config: WIDE, label: "decoder 2 layers of Qwen2.5-0.5B's shapes (width 896, 14 heads, 2 KV, MLP 4864), byte vocabulary 264, random init" },
+};
 
 const WORKLOADS: AgentWorkload[] = [
   { turns: 5, promptTokens: 1000, observationTokens: 150, actionTokens: 60 },
@@ -222,9 +234,14 @@ export default async function merge(ctx: BenchContext): Promise<Record<string, u
   const chosen = WORKLOADS.filter((w) => onlyTurns === undefined || w.turns === Number(onlyTurns));
   if (chosen.length === 0)
     throw new Error(`no workload has ${onlyTurns} turns (${WORKLOADS.map((w) => w.turns).join(', ')})`);
+  const modelName = argValue(ctx.args, '--model') ?? 'narrow';
+  const model = MODELS[modelName];
+  if (!model) throw new Error(`--model: "${modelName}" is not a bench model (${Object.keys(MODELS).join(', ')})`);
+  const config = model.config;
+  const skipNaive = ctx.args.includes('--skip-naive');
   const workloads = chosen.map((w) => scaled(w, scale));
   const groupWorkloads = chosen.map((w) => scaled({ ...w, promptTokens: GROUP_PROMPT_TOKENS }, scale));
-  const weights = initWeights(MODEL, 1);
+  const weights = initWeights(config, 1);
 
   // 1. Episodes: one per workload, then one group per workload.
   const episodes: MergeCall[][] = [];
@@ -237,7 +254,7 @@ export default async function merge(ctx: BenchContext): Promise<Record<string, u
       consoleLogLevel: 'warn',
       // The builtin byte tokenizer and template, with the bench model's weights (in-process engine).
       models: [{ name: 'bench', source: { kind: 'builtin', name: 'tiny' }, aliases: [], poolLimit: groupSize }],
-      startEngine: () => createEngineFromWeights({ name: 'bench', config: MODEL, weights, tokenizer: null }),
+      startEngine: () => createEngineFromWeights({ name: 'bench', config, weights, tokenizer: null }),
       // The episodes are recorded, not trained on here: a step mid-run would change the weights under them.
       training: { autoStart: false },
     });
@@ -263,7 +280,7 @@ export default async function merge(ctx: BenchContext): Promise<Record<string, u
   // 2. One training step each way, on a fresh engine warmed up on a short sample.
   const engine = await createEngineFromWeights({
     name: 'bench-trainer',
-    config: MODEL,
+    config,
     weights,
     tokenizer: null,
   });
@@ -284,16 +301,16 @@ export default async function merge(ctx: BenchContext): Promise<Record<string, u
     ctx.log(
       `update: ${workloads[i].turns} turns, naive ${merged.savings.naiveTokens} tokens vs merged ${merged.savings.mergedTokens} …`,
     );
-    const naiveStep = await timedStep(engine, samples(naive));
+    const naiveStep = skipNaive ? null : await timedStep(engine, samples(naive));
     const mergedStep = await timedStep(engine, samples(merged));
     rows.push({
       turns: workloads[i].turns,
       naive_tokens: merged.savings.naiveTokens,
       merged_tokens: merged.savings.mergedTokens,
       token_ratio: round(merged.savings.tokenRatio),
-      naive_update_ms: Math.round(naiveStep.ms),
+      naive_update_ms: naiveStep && Math.round(naiveStep.ms),
       merged_update_ms: Math.round(mergedStep.ms),
-      update_time_ratio: round(naiveStep.ms / mergedStep.ms),
+      update_time_ratio: naiveStep && round(naiveStep.ms / mergedStep.ms),
       merge_rate: merged.savings.mergeRate,
     });
     logRow('single episode', rows[rows.length - 1]);
@@ -307,7 +324,7 @@ export default async function merge(ctx: BenchContext): Promise<Record<string, u
     ctx.log(
       `update: group ${groupSize} × ${group.workload.turns} turns, naive ${tokens(naive)} tokens, merged ${tokens(merged)}, tree ${treeTokenCount(merged, TRAIN.microBatchTokens)} …`,
     );
-    const naiveStep = await timedStep(engine, naive);
+    const naiveStep = skipNaive ? null : await timedStep(engine, naive);
     const mergedStep = await timedStep(engine, merged);
     const treeStep = await timedStep(engine, merged, 'tree');
     const tokenRatio = tokens(naive) / treeStep.computedTokens;
@@ -318,11 +335,11 @@ export default async function merge(ctx: BenchContext): Promise<Record<string, u
       tree_tokens: treeStep.computedTokens,
       trunk_tokens: planTreeRuns(merged, TRAIN.microBatchTokens).reduce((a, r) => a + r.trunkLength, 0),
       tree_token_ratio: round(tokenRatio),
-      naive_update_ms: Math.round(naiveStep.ms),
+      naive_update_ms: naiveStep && Math.round(naiveStep.ms),
       merged_update_ms: Math.round(mergedStep.ms),
       tree_update_ms: Math.round(treeStep.ms),
-      tree_update_time_ratio: round(naiveStep.ms / treeStep.ms),
-      time_vs_token_ratio: round(naiveStep.ms / treeStep.ms / tokenRatio),
+      tree_update_time_ratio: naiveStep && round(naiveStep.ms / treeStep.ms),
+      time_vs_token_ratio: naiveStep && round(naiveStep.ms / treeStep.ms / tokenRatio),
       tree_vs_merged: round(mergedStep.ms / treeStep.ms),
       tree_vs_merged_tokens: round(tokens(merged) / treeStep.computedTokens),
       group_prefix_cache_share: group.prefixCacheShare === null ? null : round(group.prefixCacheShare),
@@ -333,11 +350,11 @@ export default async function merge(ctx: BenchContext): Promise<Record<string, u
 
   // 3. Exactness in the same run: the smallest group's tree against one sample per call, each its own forward.
   let exactness: Row | null = null;
-  if (groups.length > 0) {
+  if (groups.length > 0 && !skipNaive) {
     const group = groups[0];
     ctx.log(`check: group ${groupSize} × ${group.workload.turns} turns, tree vs one sample per call (loss and gradients) …`);
-    const separate = await tokenSumLossAndGradients(MODEL, weights, groupSamples(group, 'naive'));
-    const tree = await engineLossAndGradients(MODEL, weights, groupSamples(group, 'merged'), 'tree', TRAIN.microBatchTokens);
+    const separate = await tokenSumLossAndGradients(config, weights, groupSamples(group, 'naive'));
+    const tree = await engineLossAndGradients(config, weights, groupSamples(group, 'merged'), 'tree', TRAIN.microBatchTokens);
     // The loss error against Σ |per-sample loss|: advantages of both signs cancel in the total, a float32 sum's
     // rounding does not.
     const lossError = Math.abs(tree.loss - separate.loss) / Math.max(Math.abs(separate.loss), separate.lossMagnitude ?? 0);
@@ -356,7 +373,7 @@ export default async function merge(ctx: BenchContext): Promise<Record<string, u
 
   const backend = engine.info.backend.name;
   process.stdout.write(
-    `merge: ${driver === 'gateway' ? 'episodes through the real gateway + tracker' : 'episodes through the real tracker (no gateway)'}; backend ${backend}; scale ${scale}; model: ${MODEL_LABEL}\n`,
+    `merge: ${driver === 'gateway' ? 'episodes through the real gateway + tracker' : 'episodes through the real tracker (no gateway)'}; backend ${backend}; scale ${scale}; model: ${model.label}\n`,
   );
   process.stdout.write('single episodes (naive: one sample per call; merged: timelines as padded rows)\n');
   process.stdout.write(formatTable(rows) + '\n\n');
@@ -365,7 +382,7 @@ export default async function merge(ctx: BenchContext): Promise<Record<string, u
   );
   process.stdout.write(formatTable(groupRows) + '\n\n');
   if (exactness) process.stdout.write('exactness (token-sum PPO loss; gradients of every parameter)\n' + formatTable([exactness]) + '\n');
-  return { workloads: rows, groups: groupRows, exactness, backend, driver, scale, groupSize, microBatchTokens, groupPromptTokens: Math.round(GROUP_PROMPT_TOKENS * scale), model: MODEL_LABEL };
+  return { workloads: rows, groups: groupRows, exactness, backend, driver, scale, groupSize, microBatchTokens, groupPromptTokens: Math.round(GROUP_PROMPT_TOKENS * scale), model: model.label, skipNaive };
 }
 
 function round(x: number): number {
