@@ -171,6 +171,7 @@ export function demoSummary(result: DemoResult) {
         eval_before: t.evalBefore.successRate,
         eval_after: t.evalAfter.successRate,
         episodes: t.evalAfter.episodes,
+        trained_episodes: t.trainedEpisodes,
         ...(t.roles ? { roles: t.roles } : {}),
         metrics: Object.fromEntries(Object.entries(t.metrics).map(([name, m]) => [name, { before: m.before, after: m.after }])),
       },

@@ -130,6 +130,9 @@ describe('agentjet demo', () => {
       // Both tasks' train episodes reached the one model.
       const trained = episodes.filter((e) => e.kind === 'train');
       expect(new Set(trained.map((e) => e.client))).toEqual(new Set(['train-calculator', 'train-guess']));
+      // Each task's trained episodes are its own, and together they are every episode the steps trained on.
+      for (const task of result.tasks) expect(task.trainedEpisodes).toBe(trained.filter((e) => e.client === `train-${task.name}` && e.state === 'trained').length);
+      expect(result.tasks.reduce((n, t) => n + t.trainedEpisodes, 0)).toBe(result.stepRecords.reduce((n, r) => n + r.episodes, 0));
     } finally {
       db.close();
     }

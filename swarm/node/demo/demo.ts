@@ -19,6 +19,7 @@ import { parseModelSource } from '../models/model-spec.ts';
 import { createSwarmToken } from '../../../p2p/index.ts';
 import { PeerRuntime } from '../runtime.ts';
 import { getEpisode } from '../store/episode-reads.ts';
+import { listEpisodes } from '../store/episode-list.ts';
 import { latestRunOfModel } from '../store/training-runs.ts';
 import type { TrainingConfigOverrides } from '../training/config.ts';
 import { sqliteTrainingStore } from '../training/sqlite-training-store.ts';
@@ -135,6 +136,12 @@ export interface TaskResult {
   roles?: Record<string, { model: string; before: number; after: number }>;
   /** The held-out mean of each metric the script reports (its result's `metrics`), before and after. */
   metrics: Record<string, MetricResult>;
+  /**
+   * Its train episodes the steps trained on (read from the store). The weights share the rollouts; a task whose
+   * groups are more often uniform (left out) or slower to finish gets less of the batches than its weight (in a
+   * 1 : 2 cocktail the calculator got about a fifth of the trained episodes, not a third).
+   */
+  trainedEpisodes: number;
 }
 
 /**
@@ -314,6 +321,7 @@ export async function runDemo(options: DemoOptions, onProgress: (p: DemoProgress
       evalAfter: evalAfter.get(task)!.result,
       ...('team' in task.players ? { roles: roleResults(runtime, task.players.team, evalBefore.get(task)!.runs, evalAfter.get(task)!.runs) } : {}),
       metrics: metricResults(runtime, evalBefore.get(task)!.runs, evalAfter.get(task)!.runs),
+      trainedEpisodes: listEpisodes(runtime.db, { client: trainClientName(plan, task), state: 'trained', limit: 1 }).total,
     }));
     const mean = (xs: number[]) => xs.reduce((a, x) => a + x, 0) / xs.length;
     const [primary] = modelResults;

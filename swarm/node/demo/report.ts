@@ -25,11 +25,12 @@ function heldOutSection(result: DemoResult): string {
   const b = result.evalBefore;
   const a = result.evalAfter;
   const row = (when: string, e: typeof b) => [when, pct(e.successRate), e.meanReward.toFixed(3), String(e.aborted), `${e.wallS.toFixed(0)} s`];
+  const trained = result.tasks.reduce((n, t) => n + t.trainedEpisodes, 0);
   const perTask =
     result.tasks.length > 1
-      ? `\n\nEach task apart (the summary above and the plots' labels take their mean; train episodes were shared by weight):\n\n${markdownTable(
-          ['task', 'agent', 'weight', 'held-out tasks', 'before', 'after', 'change'],
-          result.tasks.map((t) => [t.name, t.script.split('/').slice(-2).join('/'), String(t.weight), String(t.evalAfter.episodes), pct(t.evalBefore.successRate), pct(t.evalAfter.successRate), `${((t.evalAfter.successRate - t.evalBefore.successRate) * 100).toFixed(1)} pp`]),
+      ? `\n\nEach task apart (the summary above and the plots' labels take their mean; the rollouts were shared by weight, and "trained" is each task's share of the episodes the steps trained on):\n\n${markdownTable(
+          ['task', 'agent', 'weight', 'trained', 'held-out tasks', 'before', 'after', 'change'],
+          result.tasks.map((t) => [t.name, t.script.split('/').slice(-2).join('/'), String(t.weight), `${t.trainedEpisodes} (${pct(t.trainedEpisodes / Math.max(1, trained))})`, String(t.evalAfter.episodes), pct(t.evalBefore.successRate), pct(t.evalAfter.successRate), `${((t.evalAfter.successRate - t.evalBefore.successRate) * 100).toFixed(1)} pp`]),
         )}`
       : '';
   const roles = result.tasks.flatMap((t) => Object.entries(t.roles ?? {}).map(([role, r]) => [role, r.model, r.before.toFixed(3), r.after.toFixed(3), `${(r.after - r.before >= 0 ? '+' : '')}${(r.after - r.before).toFixed(3)}`]));
