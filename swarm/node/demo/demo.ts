@@ -460,9 +460,10 @@ function trainClientName(plan: DemoPlan, task: DemoTask): string {
 
 /**
  * Attaches every task's train tasks and runs the runtime's training loops until each model has done
- * `options.steps` steps. The tasks share the episodes in flight by weight (each its slice of batchTasks ×
- * groupSize); the runner's fair share keeps their starts in the same proportion. A team's models train side by side,
- * each on its own role's episodes.
+ * `options.steps` steps. The runner's fair share starts the tasks' episodes in proportion to their weights; each
+ * task may hold every slot of a batch's worth in flight, so that a task whose episodes take longer is not held
+ * below its weight (with slots shared by weight, the calculator's longer episodes got it ~24% of a 1 : 2 cocktail's
+ * starts instead of 33%). A team's models train side by side, each on its own role's episodes.
  */
 async function train(
   runtime: PeerRuntime,
@@ -511,7 +512,6 @@ async function train(
   // A batch's worth of episodes at once; asynchronous training admits up to η + 1 batches in flight and queued (the
   // loop's admission gate throttles the rest), so the runners offer that many and the gate, not they, sets the pace.
   const inFlight = options.batchTasks * options.groupSize * ((options.staleness ?? 0) + 1);
-  const totalWeight = plan.tasks.reduce((a, t) => a + t.weight, 0);
   const loops = models.map((m) => runtime.training.loop(m.name));
   for (const loop of loops) await loop.start();
   for (const task of plan.tasks) {
@@ -520,8 +520,7 @@ async function train(
       name: trainClientName(plan, task),
       tasks: { path: files.get(task)!.tasks },
       repeat: options.groupSize,
-      // At least one whole group each, so that every task's groups complete side by side.
-      concurrency: Math.max(options.groupSize, Math.round((inFlight * task.weight) / totalWeight)),
+      concurrency: inFlight,
       weight: task.weight,
       retries: 0,
       maxConsecutiveFailures: 1000,
