@@ -31,7 +31,8 @@
  * shared context): the time saved trails the tokens saved. `wide`: two layers of Qwen2.5-0.5B's shapes (width 896,
  * 14 heads of 64, 2 KV heads, MLP 4,864) over the same byte vocabulary, so each token's balance of projections and
  * MLP against attention is a real model's; its naive step takes hours on a CPU, so pair it with `--skip-naive`
- * (tree against merged only, no exactness check: the narrow run checks the same code).
+ * (tree against merged only, no exactness check: the narrow run checks the same code) and a micro-batch of at most
+ * 2,048 tokens (at 4,096 its activations outgrow the wasm heap: XNNPACK fails to create a matmul and the run aborts).
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';

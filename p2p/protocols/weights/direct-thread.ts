@@ -60,10 +60,10 @@ export type FromThread =
   | { op: 'expired'; id: number }
   | { op: 'failed'; id: number; error: FlatError };
 
-export const HELLO = new TextEncoder().encode('agentjet-weights-direct-hello-v1');
+const HELLO = new TextEncoder().encode('agentjet-weights-direct-hello-v1');
 /** Chunk index of the record that ends a session. */
-export const END_INDEX = 0xffffffff;
-export const INDEX_BYTES = 4;
+const END_INDEX = 0xffffffff;
+const INDEX_BYTES = 4;
 /**
  * Sealed bytes queued on the socket before the provider holds a slot back until the socket drains. The socket's own
  * mark (16 KiB) would make it wait after every chunk: it then seals the next chunk while the fetcher waits, and waits

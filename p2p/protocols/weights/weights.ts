@@ -366,7 +366,7 @@ export class WeightsProtocol {
     if (!this.directTransfer) throw new DirectChannelUnavailableError('this peer offers no direct channel');
     for (const index of indices) if (!blob.manifest.chunks[index]) throw new InvalidRequestError(`no chunk ${index}`);
     return this.directOffers.offer(blob.manifest.chunkSize, async (writer) => {
-      // The writer seals (copies) the bytes before it resolves: the read buffers can be reused.
+      // The writer copies the bytes into its session's slot before it resolves: the read buffers can be reused.
       await this.readChunks(blob, indices, (index, bytes) => writer.chunk(index, bytes), { reuseBuffers: true });
       await writer.end();
     });
