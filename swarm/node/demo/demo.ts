@@ -138,8 +138,8 @@ export interface TaskResult {
   metrics: Record<string, MetricResult>;
   /**
    * Its train episodes the steps trained on (read from the store). The weights share the rollouts; a task whose
-   * groups are more often uniform (left out) or slower to finish gets less of the batches than its weight (in a
-   * 1 : 2 cocktail the calculator got about a fifth of the trained episodes, not a third).
+   * groups are more often uniform (left out) gets less of the batches than its weight (in a 1 : 2 cocktail the
+   * calculator gets 25–30% of the trained episodes, not 33%).
    */
   trainedEpisodes: number;
 }
@@ -461,9 +461,9 @@ function trainClientName(plan: DemoPlan, task: DemoTask): string {
 /**
  * Attaches every task's train tasks and runs the runtime's training loops until each model has done
  * `options.steps` steps. The runner's fair share starts the tasks' episodes in proportion to their weights; each
- * task may hold every slot of a batch's worth in flight, so that a task whose episodes take longer is not held
- * below its weight (with slots shared by weight, the calculator's longer episodes got it ~24% of a 1 : 2 cocktail's
- * starts instead of 33%). A team's models train side by side, each on its own role's episodes.
+ * task may hold every slot of a batch's worth in flight (the runner's own limit caps them together), so that a task
+ * whose episodes take longer is not held below its weight (with slots shared by weight, the calculator's longer
+ * episodes got it ~24% of a 1 : 2 cocktail's starts instead of 33%, and 20% of the trained episodes). A team's models train side by side, each on its own role's episodes.
  */
 async function train(
   runtime: PeerRuntime,
