@@ -4,8 +4,11 @@
  * - the backend's device is created with shader-f16 and subgroups where offered (device.ts);
  * - BatchMatMul is ours (matmul.ts), tfjs's kept as the fallback; AGENTJET_WEBGPU_MATMUL picks the variant;
  * - RMSNorm, RoPE and SwiGLU are new kernels (AgentJet*), reached through the ops in rms-norm.ts, rope.ts and
- *   swiglu.ts (which take tf's composition on other backends).
+ *   swiglu.ts (which take tf's composition on other backends);
+ * - causal attention, forward and gradient, is a pair of new kernels (attention.ts), which worker/causal-attention.ts
+ *   runs for the plain causal case.
  */
+import { registerAttention } from './attention.ts';
 import { registerWebGpuBackendWithFeatures } from './device.ts';
 import { type MatmulKernel, registerMatmul, setMatmulKernel } from './matmul.ts';
 import { registerRmsNorm } from './rms-norm.ts';
@@ -23,5 +26,6 @@ export async function installWebGpuKernels(): Promise<void> {
   registerRmsNorm();
   registerRope();
   registerSwiglu();
+  registerAttention();
   installed = true;
 }
