@@ -17,12 +17,17 @@
  *   logsumexp and D) through workgroup memory, and gives dK = Σᵢ dSᵢⱼ·qᵢ and dV = Σᵢ Pᵢⱼ·dYᵢ. Its sums run over every
  *   query row of the group, so dK and dV add up over the rep query heads that share a kv head.
  *
+ * Rows are read and summed as vec4s where hd is a multiple of 4 (f32s otherwise). The loops over a row's elements run
+ * to a uniform, not a constant: with constant bounds lavapipe's compiler unrolls them into the tile loops they hold,
+ * and a pipeline took minutes to build (the dK/dV kernel at hd 128: 216 s; ~1-5 s with the uniform; measured).
+ *
  * Bounds: float32 only; hd ≤ MAX_HEAD_DIM (each thread keeps its row in private arrays of hd floats); tensors
  * within the device's storage binding (gpu.ts refuses larger ones by name); the grid within 65,535² workgroups.
  * Not done here: tree layouts (an arbitrary ancestor mask; causal-attention.ts keeps its path for those), f16
  * storage, dropout, sliding windows, decoding (a few query rows would idle most of a 64-row workgroup; decoding
- * attends with tf ops, worker/tensor-decode.ts). Untuned: no GPU was at hand when this was written; it is checked on
- * lavapipe. A GPU may spill the per-thread arrays to memory at hd ≥ 128.
+ * attends with tf ops, worker/tensor-decode.ts). Untuned for GPUs: none was at hand when this was written; it is
+ * checked and timed on lavapipe (`npm run bench -- webgpu-attention`). A GPU may keep the per-thread arrays in
+ * memory rather than registers, since they are indexed by a loop variable it cannot unroll.
  *
  * Two kernels here have two outputs, and gpu.ts's dispatch makes one: the second (the forward's logsumexp, the
  * backward's D and dV) is made here and bound as an input that the shader declares read_write.
@@ -55,14 +60,32 @@ export class AttentionShapeError extends Error {
   override name = 'AttentionShapeError';
 }
 
-const UNIFORMS = `struct U { groups : i32, rows : i32, keys : i32, rep : i32, queryOffset : i32, tiles : i32, pad0 : i32, pad1 : i32, };`;
+/** `tiles`: workgroups per group; `width`: elements (vec4 or f32) per row, the bound of the loops over a row. */
+const UNIFORMS = `struct U { groups : i32, rows : i32, keys : i32, rep : i32, queryOffset : i32, tiles : i32, width : i32, pad0 : i32, };`;
 
-/** Dot product over hd of a row held per thread (`row`, a var<private>) and a row of a workgroup tile at `base`. */
+/**
+ * How a row of hd floats is held: as hd/4 vec4s where hd is a multiple of 4 (every model's; a quarter of the load
+ * instructions, `dot` and vector fma), else as hd f32s. Storage, tiles and per-thread rows all use the same type.
+ */
+interface Lanes {
+  /** WGSL type of one element. */
+  t: string;
+  /** Elements per row. */
+  n: number;
+  /** Element a · element b, summed over its lanes. */
+  dot: (a: string, b: string) => string;
+}
+
+function lanesOf(hd: number): Lanes {
+  return hd % 4 === 0 ? { t: 'vec4<f32>', n: hd / 4, dot: (a, b) => `dot(${a}, ${b})` } : { t: 'f32', n: hd, dot: (a, b) => `${a} * ${b}` };
+}
+
+/** Dot product of a row held per thread (`row`, a var<private>) and a row of a workgroup tile at element `base`. */
 const dot = (row: string, tile: string, base: string) => `dot_${row}_${tile}(${base})`;
-function dotFn(hd: number, row: string, tile: string): string {
+function dotFn(L: Lanes, row: string, tile: string): string {
   return `fn dot_${row}_${tile}(base : i32) -> f32 {
   var s = 0.0;
-  for (var d = 0; d < ${hd}; d++) { s = fma(${row}[d], ${tile}[base + d], s); }
+  for (var d = 0; d < u.width; d++) { s += ${L.dot(`${row}[d]`, `${tile}[base + d]`)}; }
   return s;
 }`;
 }
@@ -72,65 +95,70 @@ function dotFn(hd: number, row: string, tile: string): string {
  * keys through workgroup memory, up to the last key of the workgroup's last row.
  */
 function rowsWgsl(hd: number, grad: boolean): string {
+  const L = lanesOf(hd);
+  const n = L.n;
   const keyTile = tileRows(2 * hd);
   const wg = ROWS_PER_WORKGROUP;
   const bindings = grad
-    ? `@group(0) @binding(0) var<storage, read_write> dq : array<f32>;
-@group(0) @binding(1) var<storage, read> q : array<f32>;
-@group(0) @binding(2) var<storage, read> k : array<f32>;
-@group(0) @binding(3) var<storage, read> v : array<f32>;
-@group(0) @binding(4) var<storage, read> y : array<f32>;
+    ? `@group(0) @binding(0) var<storage, read_write> dq : array<${L.t}>;
+@group(0) @binding(1) var<storage, read> q : array<${L.t}>;
+@group(0) @binding(2) var<storage, read> k : array<${L.t}>;
+@group(0) @binding(3) var<storage, read> v : array<${L.t}>;
+@group(0) @binding(4) var<storage, read> y : array<${L.t}>;
 @group(0) @binding(5) var<storage, read> lse : array<f32>;
-@group(0) @binding(6) var<storage, read> dy : array<f32>;
+@group(0) @binding(6) var<storage, read> dy : array<${L.t}>;
 @group(0) @binding(7) var<storage, read_write> dsum : array<f32>;
 @group(0) @binding(8) var<uniform> u : U;`
-    : `@group(0) @binding(0) var<storage, read_write> y : array<f32>;
-@group(0) @binding(1) var<storage, read> q : array<f32>;
-@group(0) @binding(2) var<storage, read> k : array<f32>;
-@group(0) @binding(3) var<storage, read> v : array<f32>;
+    : `@group(0) @binding(0) var<storage, read_write> y : array<${L.t}>;
+@group(0) @binding(1) var<storage, read> q : array<${L.t}>;
+@group(0) @binding(2) var<storage, read> k : array<${L.t}>;
+@group(0) @binding(3) var<storage, read> v : array<${L.t}>;
 @group(0) @binding(4) var<storage, read_write> lse : array<f32>;
 @group(0) @binding(5) var<uniform> u : U;`;
   // Per row: the forward keeps a running max m and sum l and rescales its accumulator when m grows; the dQ kernel
   // knows the final logsumexp, so each probability is exact at once.
   const start = grad
     ? `var yd = 0.0;
-  for (var d = 0; d < ${hd}; d++) { dyr[d] = dy[qOff + d]; yd = fma(dyr[d], y[qOff + d], yd); }
+  for (var d = 0; d < u.width; d++) { dyr[d] = dy[qOff + d]; yd += ${L.dot('dyr[d]', 'y[qOff + d]')}; }
   let L = lse[rowIndex];
   if (live) { dsum[rowIndex] = yd; }`
     : `var m = -3.0e38; // below any score: exp(m − score) is 0
-  var l = 0.0;
-  var s : array<f32, ${keyTile}>;`;
+  var l = 0.0;`;
   const tile = grad
     ? `for (var c = 0; c < visible; c++) {
-        let p = exp(${dot('qr', 'Ks', `c * ${hd}`)} - L);
-        let ds = p * (${dot('dyr', 'Vs', `c * ${hd}`)} - yd);
-        for (var d = 0; d < ${hd}; d++) { acc[d] = fma(ds, Ks[c * ${hd} + d], acc[d]); }
+        let p = exp(${dot('qr', 'Ks', `c * ${n}`)} - L);
+        s[c] = p * (${dot('dyr', 'Vs', `c * ${n}`)} - yd);
+      }
+      for (var d = 0; d < u.width; d++) {
+        var a = acc[d];
+        for (var c = 0; c < visible; c++) { a = fma(${L.t}(s[c]), Ks[c * ${n} + d], a); }
+        acc[d] = a;
       }`
     : `var mt = m;
-      for (var c = 0; c < visible; c++) { s[c] = ${dot('qr', 'Ks', `c * ${hd}`)}; mt = max(mt, s[c]); }
+      for (var c = 0; c < visible; c++) { s[c] = ${dot('qr', 'Ks', `c * ${n}`)}; mt = max(mt, s[c]); }
       let alpha = exp(m - mt);
       var lt = 0.0;
       for (var c = 0; c < visible; c++) { s[c] = exp(s[c] - mt); lt += s[c]; }
       l = fma(l, alpha, lt);
       m = mt;
-      for (var d = 0; d < ${hd}; d++) {
+      for (var d = 0; d < u.width; d++) {
         var a = acc[d] * alpha;
-        for (var c = 0; c < visible; c++) { a = fma(s[c], Vs[c * ${hd} + d], a); }
+        for (var c = 0; c < visible; c++) { a = fma(${L.t}(s[c]), Vs[c * ${n} + d], a); }
         acc[d] = a;
       }`;
   const finish = grad
-    ? `for (var d = 0; d < ${hd}; d++) { dq[qOff + d] = acc[d]; }`
+    ? `for (var d = 0; d < u.width; d++) { dq[qOff + d] = acc[d]; }`
     : `let inv = 1.0 / l;
-    for (var d = 0; d < ${hd}; d++) { y[qOff + d] = acc[d] * inv; }
+    for (var d = 0; d < u.width; d++) { y[qOff + d] = acc[d] * inv; }
     lse[rowIndex] = m + log(l);`;
   return `${UNIFORMS}
 ${bindings}
-var<workgroup> Ks : array<f32, ${keyTile * hd}>;
-var<workgroup> Vs : array<f32, ${keyTile * hd}>;
-var<private> qr : array<f32, ${hd}>;
-${grad ? `var<private> dyr : array<f32, ${hd}>;` : ''}
-${dotFn(hd, 'qr', 'Ks')}
-${grad ? dotFn(hd, 'dyr', 'Vs') : ''}
+var<workgroup> Ks : array<${L.t}, ${keyTile * n}>;
+var<workgroup> Vs : array<${L.t}, ${keyTile * n}>;
+var<private> qr : array<${L.t}, ${n}>;
+${grad ? `var<private> dyr : array<${L.t}, ${n}>;` : ''}
+${dotFn(L, 'qr', 'Ks')}
+${grad ? dotFn(L, 'dyr', 'Vs') : ''}
 
 @compute @workgroup_size(${wg}, 1, 1)
 fn main(${GRID_BUILTINS}) {
@@ -145,16 +173,17 @@ fn main(${GRID_BUILTINS}) {
   // Keys [0, keyEnd) are seen by some row of this workgroup: its last row's position and those before.
   let keyEnd = u.queryOffset + (min(row0 + ${wg}, u.rows) - 1) / u.rep + 1;
   let rowIndex = grp * u.rows + own;
-  let qOff = rowIndex * ${hd};
-  let kOff = grp * u.keys * ${hd};
-  for (var d = 0; d < ${hd}; d++) { qr[d] = q[qOff + d]; }
-  var acc : array<f32, ${hd}>;
+  let qOff = rowIndex * ${n};
+  let kOff = grp * u.keys * ${n};
+  for (var d = 0; d < u.width; d++) { qr[d] = q[qOff + d]; }
+  var acc : array<${L.t}, ${n}>;
+  var s : array<f32, ${keyTile}>; // per tile key: the score, then its probability (forward) or dS (dQ)
   ${start}
   for (var k0 = 0; k0 < keyEnd; k0 += ${keyTile}) {
-    let n = min(${keyTile}, keyEnd - k0) * ${hd};
-    for (var e = i32(li); e < n; e += ${wg}) {
-      Ks[e] = k[kOff + k0 * ${hd} + e];
-      Vs[e] = v[kOff + k0 * ${hd} + e];
+    let count = min(${keyTile}, keyEnd - k0) * ${n};
+    for (var e = i32(li); e < count; e += ${wg}) {
+      Ks[e] = k[kOff + k0 * ${n} + e];
+      Vs[e] = v[kOff + k0 * ${n} + e];
     }
     workgroupBarrier();
     let visible = clamp(pos + 1 - k0, 0, ${keyTile}); // keys k0 … pos of this tile (pos < keyEnd)
@@ -174,26 +203,28 @@ fn main(${GRID_BUILTINS}) {
  * from the first row whose position reaches the workgroup's first key.
  */
 function keysWgsl(hd: number): string {
+  const L = lanesOf(hd);
+  const n = L.n;
   const rowTile = tileRows(2 * hd + 2);
   const wg = KEYS_PER_WORKGROUP;
   return `${UNIFORMS}
-@group(0) @binding(0) var<storage, read_write> dk : array<f32>;
-@group(0) @binding(1) var<storage, read> q : array<f32>;
-@group(0) @binding(2) var<storage, read> k : array<f32>;
-@group(0) @binding(3) var<storage, read> v : array<f32>;
+@group(0) @binding(0) var<storage, read_write> dk : array<${L.t}>;
+@group(0) @binding(1) var<storage, read> q : array<${L.t}>;
+@group(0) @binding(2) var<storage, read> k : array<${L.t}>;
+@group(0) @binding(3) var<storage, read> v : array<${L.t}>;
 @group(0) @binding(4) var<storage, read> lse : array<f32>;
-@group(0) @binding(5) var<storage, read> dy : array<f32>;
+@group(0) @binding(5) var<storage, read> dy : array<${L.t}>;
 @group(0) @binding(6) var<storage, read> dsum : array<f32>;
-@group(0) @binding(7) var<storage, read_write> dv : array<f32>;
+@group(0) @binding(7) var<storage, read_write> dv : array<${L.t}>;
 @group(0) @binding(8) var<uniform> u : U;
-var<workgroup> Qs : array<f32, ${rowTile * hd}>;
-var<workgroup> Gs : array<f32, ${rowTile * hd}>;
+var<workgroup> Qs : array<${L.t}, ${rowTile * n}>;
+var<workgroup> Gs : array<${L.t}, ${rowTile * n}>;
 var<workgroup> Ls : array<f32, ${rowTile}>;
 var<workgroup> Ds : array<f32, ${rowTile}>;
-var<private> kr : array<f32, ${hd}>;
-var<private> vr : array<f32, ${hd}>;
-${dotFn(hd, 'kr', 'Qs')}
-${dotFn(hd, 'vr', 'Gs')}
+var<private> kr : array<${L.t}, ${n}>;
+var<private> vr : array<${L.t}, ${n}>;
+${dotFn(L, 'kr', 'Qs')}
+${dotFn(L, 'vr', 'Gs')}
 
 @compute @workgroup_size(${wg}, 1, 1)
 fn main(${GRID_BUILTINS}) {
@@ -203,18 +234,20 @@ fn main(${GRID_BUILTINS}) {
   let key0 = (wgi % u.tiles) * ${wg};
   let key = key0 + i32(li);
   let live = key < u.keys;
-  let kOff = (grp * u.keys + min(key, u.keys - 1)) * ${hd};
-  for (var d = 0; d < ${hd}; d++) { kr[d] = k[kOff + d]; vr[d] = v[kOff + d]; }
-  var dka : array<f32, ${hd}>;
-  var dva : array<f32, ${hd}>;
+  let kOff = (grp * u.keys + min(key, u.keys - 1)) * ${n};
+  for (var d = 0; d < u.width; d++) { kr[d] = k[kOff + d]; vr[d] = v[kOff + d]; }
+  var dka : array<${L.t}, ${n}>;
+  var dva : array<${L.t}, ${n}>;
+  var pr : array<f32, ${rowTile}>; // per tile row: P and dS at this key
+  var ds : array<f32, ${rowTile}>;
   // Row of the first query that sees key j: position max(j, queryOffset), rep rows per position.
   let seenFrom = max(key - u.queryOffset, 0) * u.rep;
   let qBase = grp * u.rows;
   for (var r0 = max(key0 - u.queryOffset, 0) * u.rep; r0 < u.rows; r0 += ${rowTile}) {
     let count = min(${rowTile}, u.rows - r0);
-    for (var e = i32(li); e < count * ${hd}; e += ${wg}) {
-      Qs[e] = q[(qBase + r0) * ${hd} + e];
-      Gs[e] = dy[(qBase + r0) * ${hd} + e];
+    for (var e = i32(li); e < count * ${n}; e += ${wg}) {
+      Qs[e] = q[(qBase + r0) * ${n} + e];
+      Gs[e] = dy[(qBase + r0) * ${n} + e];
     }
     for (var e = i32(li); e < count; e += ${wg}) {
       Ls[e] = lse[qBase + r0 + e];
@@ -224,17 +257,23 @@ fn main(${GRID_BUILTINS}) {
     // This tile's rows that see the key: a suffix (none for a thread past the last key).
     let first = select(count, clamp(seenFrom - r0, 0, count), live);
     for (var i = first; i < count; i++) {
-      let p = exp(${dot('kr', 'Qs', `i * ${hd}`)} - Ls[i]);
-      let ds = p * (${dot('vr', 'Gs', `i * ${hd}`)} - Ds[i]);
-      for (var d = 0; d < ${hd}; d++) {
-        dva[d] = fma(p, Gs[i * ${hd} + d], dva[d]);
-        dka[d] = fma(ds, Qs[i * ${hd} + d], dka[d]);
+      pr[i] = exp(${dot('kr', 'Qs', `i * ${n}`)} - Ls[i]);
+      ds[i] = pr[i] * (${dot('vr', 'Gs', `i * ${n}`)} - Ds[i]);
+    }
+    for (var d = 0; d < u.width; d++) {
+      var a = dva[d];
+      var b = dka[d];
+      for (var i = first; i < count; i++) {
+        a = fma(${L.t}(pr[i]), Gs[i * ${n} + d], a);
+        b = fma(${L.t}(ds[i]), Qs[i * ${n} + d], b);
       }
+      dva[d] = a;
+      dka[d] = b;
     }
     workgroupBarrier();
   }
   if (live) {
-    for (var d = 0; d < ${hd}; d++) { dk[kOff + d] = dka[d]; dv[kOff + d] = dva[d]; }
+    for (var d = 0; d < u.width; d++) { dk[kOff + d] = dka[d]; dv[kOff + d] = dva[d]; }
   }
 }`;
 }
@@ -268,7 +307,7 @@ function shapeOf(q: tf.TensorInfo, k: tf.TensorInfo, v: tf.TensorInfo, queryOffs
 }
 
 function uniforms(s: Shape, tiles: number): { i32: number }[] {
-  return [s.groups, s.rows, s.keys, s.rep, s.queryOffset, tiles].map((i32) => ({ i32 }));
+  return [s.groups, s.rows, s.keys, s.rep, s.queryOffset, tiles, lanesOf(s.hd).n].map((i32) => ({ i32 }));
 }
 
 /** Register both kernels: forward {q, k, v} → [y, logsumexp [G, rows]]; gradient {q, k, v, y, lse, dy} → [dq, dk, dv]. */
