@@ -29,11 +29,12 @@
  * checked and timed on lavapipe (`npm run bench -- webgpu-attention`). A GPU may keep the per-thread arrays in
  * memory rather than registers, since they are indexed by a loop variable it cannot unroll.
  *
- * Two kernels here have two outputs, and gpu.ts's dispatch makes one: the second (the forward's logsumexp, the
- * backward's D and dV) is made here and bound as an input that the shader declares read_write.
+ * Three shaders here write two buffers each, and gpu.ts's dispatch makes one output: the other (the forward's
+ * logsumexp, the dQ kernel's D, the dK/dV kernel's dV) is made here and bound as an input the shader declares
+ * read_write.
  */
 import * as tf from '@tensorflow/tfjs';
-import { asWebGpu, dispatch, GRID_BUILTINS, gridFor, ourKernelRuns } from './gpu.ts';
+import { asWebGpu, checkBindable, dispatch, GRID_BUILTINS, gridFor, ourKernelRuns } from './gpu.ts';
 
 export const ATTENTION_KERNEL = 'AgentJetAttention';
 export const ATTENTION_GRAD_KERNEL = 'AgentJetAttentionGrad';
@@ -47,7 +48,7 @@ const ROWS_PER_WORKGROUP = 64;
 const KEYS_PER_WORKGROUP = 64;
 /** Floats of workgroup memory a kernel may use: WebGPU's guaranteed 16 KiB (maxComputeWorkgroupStorageSize). */
 const WORKGROUP_FLOATS = 16_384 / 4;
-/** Longest tile streamed through workgroup memory: the forward keeps one score per tile key in a private array. */
+/** Longest tile streamed through workgroup memory: each thread keeps a value or two per tile row in private arrays. */
 const MAX_TILE = 64;
 
 /** Rows of a tile holding `perRow` floats each within the workgroup memory (≥ 7 at MAX_HEAD_DIM). */
@@ -320,8 +321,10 @@ export function registerAttention(): void {
       const s = shapeOf(q, k, v, (attrs as { queryOffset: number }).queryOffset);
       const gpu = asWebGpu(backend);
       const tiles = Math.ceil(s.rows / ROWS_PER_WORKGROUP);
+      // Refusals (a tensor past the storage binding, a grid past the limit) come before the second output is made.
+      for (const t of [q, k]) checkBindable(gpu, t.shape);
+      const grid = gridFor(s.groups * tiles);
       const lse = gpu.makeTensorInfo([s.groups, s.rows], 'float32');
-      attentionStats.forward++;
       const y = dispatch(gpu, {
         key: `attention-forward-${s.hd}`,
         wgsl: () => rowsWgsl(s.hd, false),
@@ -329,8 +332,9 @@ export function registerAttention(): void {
         inputs: [q, k, v, lse],
         output: { shape: q.shape },
         uniforms: uniforms(s, tiles),
-        workgroups: gridFor(s.groups * tiles),
+        workgroups: grid,
       });
+      attentionStats.forward++;
       return [y, lse];
     },
   });
@@ -343,9 +347,10 @@ export function registerAttention(): void {
       const gpu = asWebGpu(backend);
       const rowTiles = Math.ceil(s.rows / ROWS_PER_WORKGROUP);
       const keyTiles = Math.ceil(s.keys / KEYS_PER_WORKGROUP);
+      for (const t of [q, k]) checkBindable(gpu, t.shape);
+      const [rowGrid, keyGrid] = [gridFor(s.groups * rowTiles), gridFor(s.groups * keyTiles)];
       const dsum = gpu.makeTensorInfo([s.groups, s.rows], 'float32'); // D = rowsum(dY ⊙ Y), written by the dQ kernel
       const dv = gpu.makeTensorInfo(k.shape, 'float32');
-      attentionStats.backward++;
       const dq = dispatch(gpu, {
         key: `attention-dq-${s.hd}`,
         wgsl: () => rowsWgsl(s.hd, true),
@@ -353,7 +358,7 @@ export function registerAttention(): void {
         inputs: [q, k, v, y, lse, dy, dsum],
         output: { shape: q.shape },
         uniforms: uniforms(s, rowTiles),
-        workgroups: gridFor(s.groups * rowTiles),
+        workgroups: rowGrid,
       });
       const dk = dispatch(gpu, {
         key: `attention-dkv-${s.hd}`,
@@ -362,9 +367,10 @@ export function registerAttention(): void {
         inputs: [q, k, v, lse, dy, dsum, dv],
         output: { shape: k.shape },
         uniforms: uniforms(s, keyTiles),
-        workgroups: gridFor(s.groups * keyTiles),
+        workgroups: keyGrid,
       });
       gpu.disposeData(dsum.dataId); // released once the queued dispatches that use it are submitted
+      attentionStats.backward++;
       return [dq, dk, dv];
     },
   });
