@@ -3,8 +3,9 @@
  * per-group loop with the hand-written gradient): the forward and dQ, dK, dV on seeded random shapes — sequences
  * that leave partial tiles, head dims 5 to 256 (one tile row to the largest tiles), grouped queries (rep 1, 2, 3, 7),
  * a long context, queries behind a trunk (queryOffset), and scores large enough that the running max must rescale.
- * Also: the model's training step on webgpu dispatches the fused kernels (and gives the cpu backend's loss and
- * gradients), while a tree layout keeps the existing path. Skips only without an adapter.
+ * Also: nothing is left allocated; a head dim over MAX_HEAD_DIM keeps the composition; the model's training step on
+ * webgpu dispatches the fused kernels (and gives the cpu backend's loss and gradients), while a tree layout keeps the
+ * existing path. Skips only without an adapter.
  */
 import { beforeAll, describe, expect, it } from 'vitest';
 import * as tf from '@tensorflow/tfjs';
