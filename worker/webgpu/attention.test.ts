@@ -1,7 +1,7 @@
 /**
  * Our fused causal attention (attention.ts) against causalAttention on the cpu backend (its batched op or its
  * per-group loop with the hand-written gradient): the forward and dQ, dK, dV on seeded random shapes — sequences
- * that leave partial tiles, head dims 5 to 256 (one tile row to the largest tiles), grouped queries (rep 1, 2, 3, 7),
+ * that leave partial tiles, head dims 5 (rows as f32s) to 256 (the smallest tiles), grouped queries (rep 1, 2, 3, 7),
  * a long context, queries behind a trunk (queryOffset), and scores large enough that the running max must rescale.
  * Also: nothing is left allocated; a head dim over MAX_HEAD_DIM keeps the composition; the model's training step on
  * webgpu dispatches the fused kernels (and gives the cpu backend's loss and gradients), while a tree layout keeps the
