@@ -6,11 +6,15 @@
  * - RMSNorm, RoPE and SwiGLU are new kernels (AgentJet*), reached through the ops in rms-norm.ts, rope.ts and
  *   swiglu.ts (which take tf's composition on other backends);
  * - causal attention, forward and gradient, is a pair of new kernels (attention.ts), which worker/causal-attention.ts
- *   runs for the plain causal case.
+ *   runs for the plain causal case;
+ * - the paged KV cache's append (paged-kv-cache.ts) and decode attention over it (paged-attention.ts), which
+ *   worker/tensor-decode.ts's paged decoding runs.
  */
 import { registerAttention } from './attention.ts';
 import { registerWebGpuBackendWithFeatures } from './device.ts';
 import { type MatmulKernel, registerMatmul, setMatmulKernel } from './matmul.ts';
+import { registerPagedAttention } from './paged-attention.ts';
+import { registerPagedAppend } from './paged-kv-cache.ts';
 import { registerRmsNorm } from './rms-norm.ts';
 import { registerRope } from './rope.ts';
 import { registerSwiglu } from './swiglu.ts';
@@ -27,5 +31,7 @@ export async function installWebGpuKernels(): Promise<void> {
   registerRope();
   registerSwiglu();
   registerAttention();
+  registerPagedAppend();
+  registerPagedAttention();
   installed = true;
 }
