@@ -16,7 +16,8 @@ import { AdamW, OptimizerStateError } from './optimizer.ts';
 import type { HostKvCache } from './kv-cache.ts';
 import { ContinuousBatcher, type DecoderRuntime, type Prefilled } from './sampler.ts';
 import { PrefixStore, sharedPrefixGroups } from './prefix-store.ts';
-import { decodeOnDevice, type DeviceDecodeWeights, deviceDecodeWeights, disposeDeviceDecodeWeights, prefillOnDevice, type TensorKvCache } from './tensor-decode.ts';
+import { decodeOnDevice, decodePaged, type DeviceDecodeWeights, deviceDecodeWeights, disposeDeviceDecodeWeights, pagedDecodingRuns, prefillOnDevice, prefillPaged, type TensorKvCache } from './tensor-decode.ts';
+import { devicePoolPages, PAGE_SLOTS, PagedKvPool, type PagedKvSequence } from './webgpu/paged-kv-cache.ts';
 import { DEFAULT_TRAIN_OPTIONS, sequenceLogprobs, trainStep } from './train.ts';
 import type { Tokenizer } from './tokenizer/types.ts';
 import { checkDecoderTensors } from './checkpoint/decoder-tensors.ts';
@@ -47,6 +48,8 @@ export interface EngineInit {
   seed?: number;
   /** Bytes of finished sequences' KV caches kept for prompts that start the same way (host decoding; 0 turns it off). */
   prefixCacheBytes?: number;
+  /** Bytes of the paged KV cache on the device (webgpu; allocated at the first prompt), shared by running sequences. */
+  deviceKvCacheBytes?: number;
   writer?: CheckpointWriter;
 }
 
@@ -67,6 +70,11 @@ const DEFAULT_PREFIX_CACHE_BYTES = 2 ** 30;
  */
 const MAX_TOKENS_AFTER_PREFIX = 2048;
 
+/** Default size of the device's paged KV cache (it never takes more than DEVICE_KV_SEQUENCES full contexts need). */
+const DEFAULT_DEVICE_KV_CACHE_BYTES = 2 ** 30;
+/** Sequences the device KV cache is sized for at most: the batcher's MAX_BATCH (sampler.ts). */
+const DEVICE_KV_SEQUENCES = 32;
+
 /** Token budget of one forward when scoring sequences (logprobs, KL reference). */
 const SCORING_TOKEN_BUDGET = 8192;
 
@@ -83,6 +91,8 @@ export class LocalEngine implements TrainerEngine {
   private readonly batcher: ContinuousBatcher;
   /** Finished sequences' host KV caches, for prompts that continue them; cleared whenever the weights change. */
   private readonly prefixes: PrefixStore;
+  /** The paged KV cache of device decoding on webgpu, made at the first prompt. */
+  private kvPool: PagedKvPool | null = null;
   private closed = false;
 
   constructor(
@@ -116,7 +126,7 @@ export class LocalEngine implements TrainerEngine {
       backend,
     };
     this.prefixes = new PrefixStore(init.prefixCacheBytes ?? DEFAULT_PREFIX_CACHE_BYTES);
-    this.batcher = new ContinuousBatcher(readsSyncOnActiveBackend() ? this.hostDecoding() : this.deviceDecoding(), init.tokenizer);
+    this.batcher = new ContinuousBatcher(readsSyncOnActiveBackend() ? this.hostDecoding() : pagedDecodingRuns(cfg) ? this.pagedDecoding() : this.deviceDecoding(), init.tokenizer);
   }
 
   /** wasm/cpu: host KV caches read by the SIMD attention kernel, answered synchronously (model.ts, kv-cache.ts). */
@@ -180,7 +190,7 @@ export class LocalEngine implements TrainerEngine {
     return results;
   }
 
-  /** Backends that read asynchronously (WebGPU): device KV caches, one logits read per step (tensor-decode.ts). */
+  /** Backends that read asynchronously where the paged kernels do not run: per-sequence device KV caches, one logits read per step (tensor-decode.ts). */
   private deviceDecoding(): DecoderRuntime<TensorKvCache> {
     const cfg = this.init.config;
     return {
@@ -192,6 +202,28 @@ export class LocalEngine implements TrainerEngine {
         return decodeOnDevice(cfg, w.weights, w.device!, caches, tokens);
       },
       release: (cache) => cache.dispose(),
+      policyVersion: () => this.info.policyVersion,
+    };
+  }
+
+  /** Webgpu with our kernels: one paged KV cache on the device for every sequence, one attention dispatch per layer. */
+  private pagedDecoding(): DecoderRuntime<PagedKvSequence> {
+    const cfg = this.init.config;
+    const pool = () => {
+      const dims = { layers: cfg.num_hidden_layers, kvHeads: cfg.num_key_value_heads, headDim: cfg.head_dim };
+      const wanted = DEVICE_KV_SEQUENCES * Math.ceil(cfg.max_position_embeddings / PAGE_SLOTS);
+      this.kvPool ??= new PagedKvPool(dims, devicePoolPages(dims, this.init.deviceKvCacheBytes ?? DEFAULT_DEVICE_KV_CACHE_BYTES, wanted));
+      return this.kvPool;
+    };
+    return {
+      contextLength: cfg.max_position_embeddings,
+      vocabSize: cfg.vocab_size,
+      prefill: (prompts) => prefillPaged(cfg, this.inferenceWeights().weights, pool(), prompts),
+      decode: (seqs, tokens) => {
+        const w = this.inferenceWeights();
+        return decodePaged(cfg, w.weights, w.device!, seqs, tokens);
+      },
+      release: (seq) => seq.pool.release(seq),
       policyVersion: () => this.info.policyVersion,
     };
   }
@@ -371,6 +403,7 @@ export class LocalEngine implements TrainerEngine {
     this.closed = true;
     this.batcher.rejectAll(new EngineClosedError('the engine was closed'));
     this.dropInferenceWeights();
+    this.kvPool?.dispose();
     this.optimizer?.dispose();
     for (const t of [...Object.values(this.params), ...(this.reference ? Object.values(this.reference) : []), ...(this.lora ? loraVariables(this.lora) : [])]) t.dispose();
   }

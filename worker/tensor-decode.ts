@@ -6,12 +6,19 @@
  * A GPU decode step of a small model costs what its ops cost to dispatch, not what they compute, so the step is
  * written in as few ops as it can: q/k/v and gate/up are one matmul each, q and k are normalised (one RMSNorm with a
  * per-head weight that also carries the attention scale) and rotated (x·cos + (x·R)·sin, R = rotate-half) together,
- * and each sequence keeps, per layer, its keys and values after RoPE as [KVH, len, hd] tensors that a step extends
- * by one position (a copy on the device: tfjs has no in-place update) and attends over without a transpose.
+ * and the layers' attention is one of two:
+ * - on webgpu with our kernels, the paged KV cache (webgpu/paged-kv-cache.ts): one pool shared by every sequence,
+ *   written in place, and one dispatch per layer that appends the batch's new keys and values and attends every
+ *   sequence of the batch (webgpu/paged-attention.ts);
+ * - elsewhere (wasm and cpu run this path in tests), each sequence keeps, per layer, its keys and values after RoPE
+ *   as [KVH, len, hd] tensors that a step extends by one position (a copy: tfjs has no in-place update) and attends
+ *   over with tf ops, about ten tfjs kernels per sequence per layer (tf.profile).
  */
 import * as tf from '@tensorflow/tfjs';
 import type { DecoderConfig } from './common/engine.ts';
 import { ContextLengthError, type DecodeLayer, disposeDecodeLayers, forward, fusedDecodeLayers, layerPrefix, type LayerKv, linear, type ModelWeights, paddedPrompts, type Params, rmsNorm, ropeTables, rotateHalfMatrix } from './model.ts';
+import { pagedAttention, pagedDecodeRuns } from './webgpu/paged-attention.ts';
+import { pagedAppend, type PagedKvPool, type PagedKvSequence } from './webgpu/paged-kv-cache.ts';
 
 /** Keys/values of one sequence on the device: per layer [KVH, length, hd]. Release with `dispose`. */
 export class TensorKvCache {
@@ -89,63 +96,162 @@ export async function prefillOnDevice(cfg: DecoderConfig, w: ModelWeights, promp
 }
 
 /**
+ * The layers of one decode step, inside a tidy: `tokens[i]` at `positions[i]` → logits [n, V]. `attend(l, qk, heads)`
+ * gives layer l's attention output [n, H·hd] from qk [n, H + KVH, hd] (queries, scaled, then keys, both normalised
+ * and rotated) and heads [n, H + 2·KVH, hd] (the projections; values at heads H + KVH…).
+ */
+function decodeLayers(cfg: DecoderConfig, w: ModelWeights, dw: DeviceDecodeWeights, tokens: number[], positions: number[], attend: (l: number, qk: tf.Tensor3D, heads: tf.Tensor3D) => tf.Tensor2D): tf.Tensor2D {
+  const n = tokens.length;
+  const { num_attention_heads: h, num_key_value_heads: kvh, head_dim: hd, intermediate_size: inter } = cfg;
+  const tables = ropeTables(hd, cfg.rope_theta, positions);
+  const cos = tf.tensor3d(tables.cos, [n, 1, hd]);
+  const sin = tf.tensor3d(tables.sin, [n, 1, hd]);
+  let x = tf.gather(w.embed, tf.tensor1d(Int32Array.from(tokens), 'int32')) as tf.Tensor2D; // [n, D]
+  for (let l = 0; l < w.layers.length; l++) {
+    const lw = w.layers[l];
+    const fused = dw.layers[l];
+    let qkv = linear(rmsNorm(x, lw.inputNorm, cfg.rms_norm_eps), fused.qkv); // [n, (H + 2·KVH)·hd]
+    if (fused.qkvBias) qkv = tf.add(qkv, fused.qkvBias);
+    const heads = tf.reshape(qkv, [n, h + 2 * kvh, hd]) as tf.Tensor3D;
+    let qk = tf.slice(heads, [0, 0, 0], [n, h + kvh, hd]) as tf.Tensor3D; // queries then keys
+    const norm = dw.qkNorm[l];
+    qk = norm ? rmsNorm(qk, norm, cfg.rms_norm_eps) : (tf.mul(qk, dw.qkScale) as tf.Tensor3D);
+    const turned = tf.reshape(tf.matMul(tf.reshape(qk, [n * (h + kvh), hd]) as tf.Tensor2D, dw.rotate), [n, h + kvh, hd]);
+    qk = tf.add(tf.mul(qk, cos), tf.mul(turned, sin)) as tf.Tensor3D;
+    const y = tf.add(x, linear(attend(l, qk, heads), lw.o)) as tf.Tensor2D;
+    const gu = linear(rmsNorm(y, lw.postNorm, cfg.rms_norm_eps), fused.gateUp); // [n, 2·I]
+    const g = tf.slice(gu, [0, 0], [n, inter]);
+    const u = tf.slice(gu, [0, inter], [n, inter]);
+    x = tf.add(y, linear(tf.mul(tf.mul(g, tf.sigmoid(g)), u) as tf.Tensor2D, lw.down)) as tf.Tensor2D;
+  }
+  return linear(rmsNorm(x, w.norm, cfg.rms_norm_eps), w.head); // [n, V]
+}
+
+function checkContext(cfg: DecoderConfig, lengths: number[]): void {
+  for (const length of lengths) {
+    if (length >= cfg.max_position_embeddings) throw new ContextLengthError(`sequence reached the context of ${cfg.max_position_embeddings}`);
+  }
+}
+
+/** Read logits [n, V] back and release them. */
+async function readLogits(logits: tf.Tensor): Promise<Float32Array> {
+  const data = (await logits.data()) as Float32Array;
+  logits.dispose();
+  return data;
+}
+
+/**
  * One decode step for a batch of sequences: `tokens[i]` is appended at position `caches[i].length`. Returns
  * logits [n, V] (row-major) and advances every cache by one.
  */
 export async function decodeOnDevice(cfg: DecoderConfig, w: ModelWeights, dw: DeviceDecodeWeights, caches: TensorKvCache[], tokens: number[]): Promise<Float32Array> {
   const n = tokens.length;
-  const { num_attention_heads: h, num_key_value_heads: kvh, head_dim: hd, intermediate_size: inter } = cfg;
+  const { num_attention_heads: h, num_key_value_heads: kvh, head_dim: hd } = cfg;
   const rep = h / kvh;
-  for (const c of caches) {
-    if (c.length >= cfg.max_position_embeddings) throw new ContextLengthError(`sequence reached the context of ${cfg.max_position_embeddings}`);
-  }
-  const tables = ropeTables(hd, cfg.rope_theta, caches.map((c) => c.length));
+  checkContext(
+    cfg,
+    caches.map((c) => c.length),
+  );
   const newK: tf.Tensor3D[][] = caches.map(() => []);
   const newV: tf.Tensor3D[][] = caches.map(() => []);
-  const logitsT = tf.tidy(() => {
-    const cos = tf.tensor3d(tables.cos, [n, 1, hd]);
-    const sin = tf.tensor3d(tables.sin, [n, 1, hd]);
-    let x = tf.gather(w.embed, tf.tensor1d(Int32Array.from(tokens), 'int32')) as tf.Tensor2D; // [n, D]
-    for (let l = 0; l < w.layers.length; l++) {
-      const lw = w.layers[l];
-      const fused = dw.layers[l];
-      let qkv = linear(rmsNorm(x, lw.inputNorm, cfg.rms_norm_eps), fused.qkv); // [n, (H + 2·KVH)·hd]
-      if (fused.qkvBias) qkv = tf.add(qkv, fused.qkvBias);
-      const heads = tf.reshape(qkv, [n, h + 2 * kvh, hd]) as tf.Tensor3D;
-      let qk = tf.slice(heads, [0, 0, 0], [n, h + kvh, hd]) as tf.Tensor3D; // queries then keys
-      const v = tf.slice(heads, [0, h + kvh, 0], [n, kvh, hd]) as tf.Tensor3D;
-      const norm = dw.qkNorm[l];
-      qk = norm ? rmsNorm(qk, norm, cfg.rms_norm_eps) : (tf.mul(qk, dw.qkScale) as tf.Tensor3D);
-      const turned = tf.reshape(tf.matMul(tf.reshape(qk, [n * (h + kvh), hd]) as tf.Tensor2D, dw.rotate), [n, h + kvh, hd]);
-      qk = tf.add(tf.mul(qk, cos), tf.mul(turned, sin)) as tf.Tensor3D;
-      const qRows = tf.unstack(tf.slice(qk, [0, 0, 0], [n, h, hd])) as tf.Tensor2D[]; // n × [H, hd]
-      const kRows = tf.unstack(tf.slice(qk, [0, h, 0], [n, kvh, hd])) as tf.Tensor2D[]; // n × [KVH, hd]
-      const vRows = tf.unstack(v) as tf.Tensor2D[];
-      const outs = caches.map((cache, i) => {
-        const kc = tf.keep(tf.concat([cache.k[l], tf.reshape(kRows[i], [kvh, 1, hd]) as tf.Tensor3D], 1) as tf.Tensor3D); // [KVH, len + 1, hd]
-        const vc = tf.keep(tf.concat([cache.v[l], tf.reshape(vRows[i], [kvh, 1, hd]) as tf.Tensor3D], 1) as tf.Tensor3D);
-        newK[i].push(kc);
-        newV[i].push(vc);
-        const qi = tf.reshape(qRows[i], [kvh, rep, hd]) as tf.Tensor3D; // query heads grouped by kv head, scaled
-        const p = tf.softmax(tf.matMul(qi, kc, false, true)); // [KVH, rep, len + 1]
-        return tf.reshape(tf.matMul(p, vc), [1, h * hd]); // [1, H·hd]
-      });
-      const attn = (n === 1 ? outs[0] : tf.concat(outs, 0)) as tf.Tensor2D; // [n, H·hd]
-      const y = tf.add(x, linear(attn, lw.o)) as tf.Tensor2D;
-      const gu = linear(rmsNorm(y, lw.postNorm, cfg.rms_norm_eps), fused.gateUp); // [n, 2·I]
-      const g = tf.slice(gu, [0, 0], [n, inter]);
-      const u = tf.slice(gu, [0, inter], [n, inter]);
-      x = tf.add(y, linear(tf.mul(tf.mul(g, tf.sigmoid(g)), u) as tf.Tensor2D, lw.down)) as tf.Tensor2D;
-    }
-    return linear(rmsNorm(x, w.norm, cfg.rms_norm_eps), w.head); // [n, V]
-  });
+  const logitsT = tf.tidy(() =>
+    decodeLayers(
+      cfg,
+      w,
+      dw,
+      tokens,
+      caches.map((c) => c.length),
+      (l, qk, heads) => {
+        const v = tf.slice(heads, [0, h + kvh, 0], [n, kvh, hd]) as tf.Tensor3D;
+        const qRows = tf.unstack(tf.slice(qk, [0, 0, 0], [n, h, hd])) as tf.Tensor2D[]; // n × [H, hd]
+        const kRows = tf.unstack(tf.slice(qk, [0, h, 0], [n, kvh, hd])) as tf.Tensor2D[]; // n × [KVH, hd]
+        const vRows = tf.unstack(v) as tf.Tensor2D[];
+        const outs = caches.map((cache, i) => {
+          const kc = tf.keep(tf.concat([cache.k[l], tf.reshape(kRows[i], [kvh, 1, hd]) as tf.Tensor3D], 1) as tf.Tensor3D); // [KVH, len + 1, hd]
+          const vc = tf.keep(tf.concat([cache.v[l], tf.reshape(vRows[i], [kvh, 1, hd]) as tf.Tensor3D], 1) as tf.Tensor3D);
+          newK[i].push(kc);
+          newV[i].push(vc);
+          const qi = tf.reshape(qRows[i], [kvh, rep, hd]) as tf.Tensor3D; // query heads grouped by kv head, scaled
+          const p = tf.softmax(tf.matMul(qi, kc, false, true)); // [KVH, rep, len + 1]
+          return tf.reshape(tf.matMul(p, vc), [1, h * hd]); // [1, H·hd]
+        });
+        return (n === 1 ? outs[0] : tf.concat(outs, 0)) as tf.Tensor2D; // [n, H·hd]
+      },
+    ),
+  );
   caches.forEach((cache, i) => {
     tf.dispose([...cache.k, ...cache.v]);
     cache.k.splice(0, cache.k.length, ...newK[i]);
     cache.v.splice(0, cache.v.length, ...newV[i]);
     cache.length += 1;
   });
-  const logits = (await logitsT.data()) as Float32Array;
-  logitsT.dispose();
-  return logits;
+  return readLogits(logitsT);
+}
+
+/** Whether this model decodes through the paged KV cache here: webgpu with the paged kernels, a shape they take. */
+export function pagedDecodingRuns(cfg: DecoderConfig): boolean {
+  return pagedDecodeRuns(cfg.head_dim, cfg.num_attention_heads / cfg.num_key_value_heads);
+}
+
+/**
+ * Prefill prompts into the paged KV cache on webgpu (one right-padded forward, as prefillOnDevice; each layer's
+ * keys and values written into the pool by one append dispatch): per prompt its sequence and its last logits [V].
+ * PagedKvPoolFullError, before any work, when the pool cannot hold them.
+ */
+export async function prefillPaged(cfg: DecoderConfig, w: ModelWeights, pool: PagedKvPool, prompts: number[][]): Promise<{ cache: PagedKvSequence; logits: Float32Array }[]> {
+  const { ids, b, t } = paddedPrompts(cfg, prompts);
+  const { num_key_value_heads: kvh, head_dim: hd } = cfg;
+  const seqs = prompts.map(() => pool.sequence());
+  pool.reserve(
+    seqs,
+    prompts.map((p) => p.length),
+  );
+  try {
+    const slots = new Int32Array(b * t).fill(-1); // padding rows are skipped
+    prompts.forEach((p, row) => p.forEach((_, pos) => (slots[row * t + pos] = pool.slotOf(seqs[row], pos))));
+    const last = tf.tidy(() => {
+      const kv: LayerKv[] = [];
+      const logits = forward(cfg, w, ids, b, t, kv); // [B·T, V]
+      const slotsT = tf.tensor1d(slots, 'int32');
+      const rows = (x: tf.Tensor4D) => tf.reshape(x, [b * t, kvh, hd]) as tf.Tensor3D;
+      kv.forEach((l, layer) => pagedAppend(pool.layers[layer], rows(l.k), rows(l.v), slotsT, { kStride: kvh, kOff: 0, vStride: kvh, vOff: 0 }));
+      tf.dispose(kv.flatMap((l) => [l.k, l.v])); // kept by attention(); written into the pool above
+      return tf.gather(logits, tf.tensor1d(Int32Array.from(prompts, (p, row) => row * t + p.length - 1), 'int32')) as tf.Tensor2D;
+    });
+    const data = await readLogits(last);
+    const vocab = cfg.vocab_size;
+    return seqs.map((cache, row) => {
+      cache.length = prompts[row].length;
+      return { cache, logits: data.slice(row * vocab, (row + 1) * vocab) };
+    });
+  } catch (err) {
+    for (const s of seqs) pool.release(s);
+    throw err;
+  }
+}
+
+/**
+ * One decode step over the paged KV cache (webgpu, see pagedDecodingRuns): as decodeOnDevice, but each layer's new
+ * keys and values are written in place and the whole batch is attended by one dispatch (paged-attention.ts). Takes
+ * each sequence's next page first (PagedKvPoolFullError, before any work, when the pool has too few).
+ */
+export async function decodePaged(cfg: DecoderConfig, w: ModelWeights, dw: DeviceDecodeWeights, seqs: PagedKvSequence[], tokens: number[]): Promise<Float32Array> {
+  const n = tokens.length;
+  const { num_attention_heads: h, num_key_value_heads: kvh, head_dim: hd } = cfg;
+  const positions = seqs.map((s) => s.length);
+  checkContext(cfg, positions);
+  if (n === 0) return new Float32Array(0);
+  const pool = seqs[0].pool;
+  const lengths = positions.map((p) => p + 1);
+  pool.reserve(seqs, lengths);
+  const { table, width } = pool.pageTable(seqs, lengths);
+  const logitsT = tf.tidy(() => {
+    const tableT = tf.tensor2d(table, [n, 1 + width], 'int32'); // shared by every layer
+    return decodeLayers(cfg, w, dw, tokens, positions, (l, qk, heads) => {
+      const y = pagedAttention(qk, qk, heads, pool.layers[l], tableT, { heads: h, kOff: h, vOff: h + kvh }); // [n, H, hd]
+      return tf.reshape(y, [n, h * hd]) as tf.Tensor2D;
+    });
+  });
+  seqs.forEach((s) => (s.length += 1));
+  return readLogits(logitsT);
 }

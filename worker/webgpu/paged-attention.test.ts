@@ -3,11 +3,19 @@
  * cpu backend: batches of sequences of different lengths (1, odd, over a page, many pages and tiles) whose pages are
  * interleaved in the pool, grouped queries (rep 1, 2, 7), head dims 8 and 64 (vec4 rows) and 6 (f32 rows), scores
  * large enough that the running max must rescale. Also: freed pages are reused and hold the new sequence's values;
- * a full pool refuses a batch by name and takes nothing (any backend). Skips only without an adapter.
+ * a full pool refuses a batch by name and takes nothing (any backend); on webgpu a decode step of the tiny model gives
+ * the per-sequence path's logits in fewer kernels (tf.profile), and the engine decodes a batch of prompts of
+ * different lengths through the paged kernels (counted) to the wasm engine's tokens and logprobs. Skips only without
+ * an adapter.
  */
 import { describe, expect, it } from 'vitest';
 import * as tf from '@tensorflow/tfjs';
 import { selectBackend } from '../backend.ts';
+import type { BackendName, GenerateResult } from '../common/engine.ts';
+import { createEngineFromWeights } from '../engine.ts';
+import { fuseWeights, initWeights, type ModelWeights, toParams } from '../model.ts';
+import { decodeOnDevice, decodePaged, deviceDecodeWeights, disposeDeviceDecodeWeights, prefillOnDevice, prefillPaged } from '../tensor-decode.ts';
+import { sampling, tinyByteConfig } from '../testing/configs.ts';
 import { pagedAttention } from './paged-attention.ts';
 import { PAGE_SLOTS, pagedAppend, PagedKvPool, PagedKvPoolFullError, type PagedKvSequence, pagedStats } from './paged-kv-cache.ts';
 import { randomArray, webgpuSkipReason, worstRatio } from './testing/gpu.ts';
@@ -186,5 +194,64 @@ describe.skipIf(skipReason !== null)(`paged decode attention on WebGPU${skipReas
     const got = await decodeStep(pool, again, c, second);
     got.forEach((g, b) => expect(worstRatio(g, want[b], TOL.atol, TOL.rtol), `sequence ${b}`).toBeLessThanOrEqual(1));
     pool.dispose();
+  });
+});
+
+/** Prompts of different lengths (one, under a page, over one, near two) and tokens enough to cross page boundaries. */
+const PROMPTS = [[5], [100, 2, 3, 9, 41], Array.from({ length: 17 }, (_, i) => (i * 11) % 250), Array.from({ length: 30 }, (_, i) => (i * 7 + 3) % 250)];
+const MAX_TOKENS = 16;
+
+/** Greedy generation of PROMPTS, all at once, on a fresh tiny engine. */
+async function greedyBatch(backend: BackendName): Promise<GenerateResult[]> {
+  const cfg = tinyByteConfig();
+  const engine = await createEngineFromWeights({ name: 'paged-test', config: cfg, weights: initWeights(cfg, 3), tokenizer: null, backend, seed: 1 });
+  try {
+    return await Promise.all(PROMPTS.map((promptIds) => engine.generate({ promptIds, sampling: sampling({ maxTokens: MAX_TOKENS }) })));
+  } finally {
+    await engine.close();
+  }
+}
+
+describe.skipIf(skipReason !== null)(`paged decoding of the model on WebGPU${skipReason ? ` (skipped: ${skipReason})` : ''}`, () => {
+  it('gives the per-sequence path logits in fewer kernels per step', async () => {
+    await selectBackend('webgpu', { syncReads: false });
+    const cfg = tinyByteConfig();
+    const params = toParams(initWeights(cfg, 3));
+    const w = tf.tidy(() => fuseWeights(cfg, params) as unknown as tf.TensorContainer) as unknown as ModelWeights;
+    const dw = deviceDecodeWeights(cfg, params);
+    const pool = new PagedKvPool({ layers: cfg.num_hidden_layers, kvHeads: cfg.num_key_value_heads, headDim: cfg.head_dim }, 16);
+    const plain = await prefillOnDevice(cfg, w, PROMPTS);
+    const paged = await prefillPaged(cfg, w, pool, PROMPTS);
+    plain.forEach((p, i) => expect(worstRatio(paged[i].logits, p.logits, 1e-5, 1e-4), `prefill ${i}`).toBeLessThanOrEqual(1));
+    const tokens = PROMPTS.map((p) => p[0]);
+    const kernels = { plain: 0, paged: 0 };
+    for (let step = 0; step < 3; step++) {
+      let want: Float32Array = new Float32Array(0);
+      let got: Float32Array = new Float32Array(0);
+      // tf.profile hands back the engine's one profile object, which the next profile empties: count at once.
+      kernels.plain = (await tf.profile(async () => void (want = await decodeOnDevice(cfg, w, dw, plain.map((p) => p.cache), tokens)))).kernels.length;
+      kernels.paged = (await tf.profile(async () => void (got = await decodePaged(cfg, w, dw, paged.map((p) => p.cache), tokens)))).kernels.length;
+      expect(worstRatio(got, want, 1e-5, 1e-4), `step ${step}`).toBeLessThanOrEqual(1);
+    }
+    console.log(`kernels per decode step, ${PROMPTS.length} sequences, ${cfg.num_hidden_layers} layers: ${kernels.plain} per sequence, ${kernels.paged} paged`);
+    expect(kernels.paged).toBeLessThan(kernels.plain);
+    for (const p of plain) p.cache.dispose();
+    for (const p of paged) pool.release(p.cache);
+    pool.dispose();
+    disposeDeviceDecodeWeights(dw);
+  });
+
+  it('the engine decodes a batch through the paged kernels to the wasm engine tokens and logprobs', async () => {
+    const wasm = await greedyBatch('wasm');
+    const before = { ...pagedStats };
+    const gpu = await greedyBatch('webgpu');
+    const layers = tinyByteConfig().num_hidden_layers;
+    // The first token comes from the prefill; the others from decode steps of the whole batch (one dispatch per layer).
+    expect(pagedStats.attention - before.attention).toBe(layers * (MAX_TOKENS - 1));
+    expect(pagedStats.append - before.append).toBe(layers); // the four prompts prefilled together
+    gpu.forEach((r, i) => {
+      expect(r.tokens.map((t) => t.id), `prompt ${i}`).toEqual(wasm[i].tokens.map((t) => t.id));
+      r.tokens.forEach((t, k) => expect(Math.abs(t.logprob - wasm[i].tokens[k].logprob), `prompt ${i}, token ${k}`).toBeLessThan(1e-3));
+    });
   });
 });

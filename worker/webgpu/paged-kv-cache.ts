@@ -59,6 +59,11 @@ export function poolPages(dims: PagedKvDims, maxBytes: number, maxBindingBytes: 
   return Math.max(0, Math.min(wanted, Math.floor(maxBytes / (layerPage * dims.layers)), Math.floor(maxBindingBytes / layerPage)));
 }
 
+/** poolPages under the active webgpu backend's storage binding limit. */
+export function devicePoolPages(dims: PagedKvDims, maxBytes: number, wanted: number): number {
+  return poolPages(dims, maxBytes, asWebGpu(tf.backend()).device.limits.maxStorageBufferBindingSize, wanted);
+}
+
 /** One sequence's place in a pool; `length` positions are written (the caller advances it). Release with the pool. */
 export class PagedKvSequence {
   length = 0;
