@@ -13,8 +13,8 @@
  * Short sequences (a prompt of a few dozen tokens) take one batched op instead: there the per-group loop's op count
  * costs more than the slow kernel's arithmetic. So do backends with fast batched matmuls while the scores fit, and
  * always those that cannot read synchronously (WebGPU under Node): all scores at once, tfjs's own gradient. On webgpu
- * the causal case (no tree layout) runs fused kernels instead (worker/webgpu/attention.ts: flash attention, forward
- * and gradient, no score-sized tensor).
+ * fused kernels run instead, causal and tree alike (worker/webgpu/attention.ts: flash attention, forward and
+ * gradient, no score-sized tensor).
  *
  * Layout: a group is one (row of the batch, kv head) pair; its query rows are the rep = H / KVH query heads that
  * share that kv head, ordered position-major (row i·rep + r is position i, head r), so a block of positions is a
@@ -237,7 +237,7 @@ export function causalAttention(q: tf.Tensor3D, k: tf.Tensor3D, v: tf.Tensor3D, 
   const t = k.shape[1];
   if (layout && layout.parent.length !== t) throw new RangeError(`tree layout of ${layout.parent.length} positions for a sequence of ${t}`);
   if (!(queryOffset >= 0 && queryOffset < t) || tr % (t - queryOffset) !== 0) throw new RangeError(`${tr} query rows do not fit positions ${queryOffset}..${t - 1}`);
-  if (!layout && fusedAttentionRuns(hd)) return fusedCausalAttention(q, k, v, queryOffset);
+  if (fusedAttentionRuns(hd)) return fusedCausalAttention(q, k, v, queryOffset, layout);
   // Backends that cannot read synchronously (WebGPU) never take the per-group loop: it reads q, k, v to the host.
   if (!readsSyncOnActiveBackend()) return batchedAttention(q, k, v, layout, queryOffset);
   if (blockSize === undefined) {

@@ -8,7 +8,10 @@
  * webgpu backends itself and leaves webgpu active.
  */
 import * as tf from '@tensorflow/tfjs';
+import { causalAttention } from '../../causal-attention.ts';
 import { applyRope as modelApplyRope, rmsNorm as modelRmsNorm, ropeTables } from '../../model.ts';
+import { behindTrunk, buildPrefixTree, type TreeLayout } from '../../prefix-tree.ts';
+import { attentionStats, MAX_HEAD_DIM } from '../attention.ts';
 import { ELEMENTWISE_WORKGROUP, MAX_WORKGROUPS_PER_DIMENSION } from '../gpu.ts';
 import { type MatmulKernel, setMatmulKernel, SKINNY_MAX_ROWS } from '../matmul.ts';
 import { type RmsReduction, rmsNorm, setRmsNormReduction } from '../rms-norm.ts';
@@ -227,6 +230,146 @@ export async function swigluChecks(): Promise<Check[]> {
   ];
   const f = (op: typeof swiglu) => (g: tf.Tensor, u: tf.Tensor, r: tf.Tensor) => tf.grads((a: tf.Tensor, b: tf.Tensor) => tf.sum(tf.mul(op(a, b), r)))([g, u]);
   out.push({ name: `swiglu gradient [${shape}]`, ratio: await compare(inputs, f(swigluReference), f(swiglu), 1e-5, 1e-5) });
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Attention (causal-attention.ts causalAttention: on webgpu the fused kernels of attention.ts, on the cpu its own paths)
+
+export interface AttentionCase {
+  name: string;
+  groups: number;
+  /** Key positions (with a layout, its length). */
+  t: number;
+  rep: number;
+  hd: number;
+  queryOffset: number;
+  /** Range of q's entries (pre-scaled queries): ~1/sqrt(hd) is the model's, larger makes peaked softmaxes. */
+  qScale: number;
+  /** The tree layout webgpu attends by (null: causal). */
+  layout: TreeLayout | null;
+  /** The cpu's, when it is not `layout` (a chain against plain causal attention). */
+  reference?: TreeLayout | null;
+}
+
+/** A packed prefix tree of token lists (buildPrefixTree; attention needs only the layout). */
+export function treeOf(lists: number[][]): TreeLayout {
+  return buildPrefixTree(lists.map((tokens) => ({ tokens, lossMask: tokens.map(() => 0), advantages: tokens.map(() => 0), oldLogprobs: tokens.map(() => 0) })));
+}
+
+/**
+ * A seeded random prefix tree of `samples` token lists: each keeps a random prefix (possibly none: a new root) of a
+ * random earlier one (`nested`: of the one before it, so branches nest deep) and adds 1 to `grow` tokens of its own,
+ * so branches hang anywhere and lengths are odd.
+ */
+export function randomTree(samples: number, grow: number, seed: number, nested = false): TreeLayout {
+  const r = randomArray(3 * samples, seed).map((x) => (x + 1) / 2); // [0, 1)
+  const lists: number[][] = [];
+  let token = 0; // fresh tokens: lists share only the prefixes they copy
+  for (let s = 0; s < samples; s++) {
+    const base = s > 0 ? lists[nested ? s - 1 : Math.floor(r[3 * s] * s)] : [];
+    const keep = Math.floor(r[3 * s + 1] * (base.length + 1));
+    lists.push([...base.slice(0, keep), ...Array.from({ length: 1 + Math.floor(r[3 * s + 2] * grow) }, () => ++token)]);
+  }
+  return treeOf(lists);
+}
+
+const plain = (name: string, groups: number, t: number, rep: number, hd: number, queryOffset: number, qScale: number): AttentionCase => ({ name, groups, t, rep, hd, queryOffset, qScale, layout: null });
+const tree = (name: string, groups: number, layout: TreeLayout, rep: number, hd: number, qScale: number, queryOffset = 0): AttentionCase => ({ name, groups, t: layout.parent.length, rep, hd, queryOffset, qScale, layout });
+
+const GRPO_PROMPT = Array.from({ length: 70 }, (_, i) => 1000 + i);
+const TRUNK = 37;
+const chain = treeOf([Array.from({ length: 70 }, (_, i) => i)]);
+
+/**
+ * Causal: sequences that leave partial tiles, head dims 5 (rows as f32s) to 256 (the smallest tiles), grouped
+ * queries (rep 1, 2, 3, 7), a long context, queries behind a trunk (queryOffset), scores large enough that the
+ * running max must rescale. Trees (each position sees its ancestors): random branching trees, a forest of short
+ * chains, a GRPO group (a prompt, 8 answers: whole key tiles of sibling branches skipped), a chain (must give plain
+ * causal attention), a tree behind a trunk's chain (queryOffset), with the causal cases' head dims and reps.
+ */
+export const ATTENTION_CASES: AttentionCase[] = [
+  plain('causal', 1, 7, 1, 8, 0, 0.5),
+  plain('causal', 3, 65, 2, 16, 0, 0.3),
+  plain('causal', 2, 33, 7, 64, 0, 0.15),
+  plain('causal behind a 37-key trunk', 2, 100, 3, 16, 37, 0.3),
+  plain('causal, one query position', 1, 20, 7, 8, 19, 0.5),
+  plain('causal, odd head dim', 2, 70, 1, 5, 0, 0.5),
+  plain('causal', 1, 50, 2, 128, 0, 0.1),
+  plain('causal, the smallest tiles', 1, 21, 1, MAX_HEAD_DIM, 3, 0.07),
+  plain('causal, scores up to ~±60: the running max rescales', 2, 40, 2, 16, 0, 4),
+  plain('causal, long context: many key and row tiles', 1, 301, 2, 64, 0, 0.15),
+  tree('tree', 1, randomTree(6, 8, 1), 1, 8, 0.5),
+  tree('tree', 3, randomTree(12, 20, 2), 2, 16, 0.3),
+  tree('tree', 2, randomTree(5, 12, 3), 7, 64, 0.15),
+  tree('tree, odd head dim, scores up to ~±15', 2, randomTree(9, 15, 4), 2, 5, 3),
+  tree('tree, branches nested deep', 1, randomTree(30, 5, 1, true), 3, 16, 0.3),
+  tree('tree, a forest of short chains', 1, randomTree(40, 3, 5), 1, 8, 0.5),
+  // Keys 0…64 a chain: the keys of tile 0 (64 at hd 16) end at 65, the second row workgroup's first position + 1, and
+  // key workgroup 0's rows at 65, one row past its first row tile: each skip is one position from wrong.
+  tree('tree, subtrees ending one past a workgroup edge', 1, treeOf([Array.from({ length: 65 }, (_, i) => i), Array.from({ length: 30 }, (_, i) => 100 + i), [200, 201]]), 1, 16, 0.3),
+  tree('tree, a GRPO group (prompt, 8 answers)', 2, treeOf(Array.from({ length: 8 }, (_, b) => [...GRPO_PROMPT, ...Array.from({ length: 25 + 3 * b }, (_, i) => 100 * b + i)])), 2, 64, 0.15),
+  { ...tree('a chain against plain causal attention', 2, chain, 2, 16, 0.3), reference: null },
+  tree(`tree behind a ${TRUNK}-key trunk`, 2, behindTrunk(randomTree(10, 12, 6), TRUNK), 3, 16, 0.3, TRUNK),
+  tree('tree, the smallest tiles', 1, randomTree(6, 10, 7), 1, MAX_HEAD_DIM, 0.07),
+];
+
+export const attentionCaseName = (c: AttentionCase) => `attention ${c.name}: G ${c.groups} T ${c.t} rep ${c.rep} hd ${c.hd} offset ${c.queryOffset} q ±${c.qScale}`;
+
+/** q, k, v and a cotangent for y, from `seed`. */
+export function attentionInputs(c: AttentionCase, seed: number): Inputs {
+  const qShape = [c.groups, (c.t - c.queryOffset) * c.rep, c.hd];
+  const kShape = [c.groups, c.t, c.hd];
+  return [
+    { data: randomArray(size(qShape), seed, c.qScale), shape: qShape },
+    { data: randomArray(size(kShape), seed + 1), shape: kShape },
+    { data: randomArray(size(kShape), seed + 2), shape: kShape },
+    { data: randomArray(size(qShape), seed + 3), shape: qShape },
+  ];
+}
+
+/** causalAttention under `layout` and its gradients for q, k, v under the cotangent r: [y, dq, dk, dv]. */
+export const attentionWithGrads = (c: AttentionCase, layout = c.layout) => (q: tf.Tensor, k: tf.Tensor, v: tf.Tensor, r: tf.Tensor) => {
+  const attend = (a: tf.Tensor, b: tf.Tensor, d: tf.Tensor) => causalAttention(a as tf.Tensor3D, b as tf.Tensor3D, d as tf.Tensor3D, undefined, layout, c.queryOffset);
+  const grads = tf.grads((a: tf.Tensor, b: tf.Tensor, d: tf.Tensor) => tf.sum(tf.mul(attend(a, b, d), r)))([q, k, v]);
+  return [attend(q, k, v), ...grads];
+};
+
+/** f32 sums in another order than the cpu's: y is an average of values in [−1, 1]. */
+export const ATTENTION_FORWARD_TOL = { atol: 2e-6, rtol: 1e-5 };
+/**
+ * Gradients sum over up to T·rep rows with cancellation, so their error scales with the largest entry (as the matmul
+ * gradient's check does): this fraction of it.
+ */
+export const ATTENTION_GRAD_FRACTION = 1e-5;
+
+const maxAbs = (x: Float32Array) => x.reduce((a, b) => Math.max(a, Math.abs(b)), 0);
+
+/**
+ * One case: y, dq, dk and dv against the cpu's, and whether webgpu took the fused kernels (a forward for y, one for
+ * the gradient's tape, a backward; under a tree all of them the tree's): ratio 0 if so, Infinity if not.
+ */
+export async function attentionCaseChecks(c: AttentionCase, seed: number): Promise<Check[]> {
+  const inputs = attentionInputs(c, seed);
+  const want = await runOn('cpu', inputs, attentionWithGrads(c, c.reference === undefined ? c.layout : c.reference));
+  const before = { ...attentionStats };
+  const got = await runOn('webgpu', inputs, attentionWithGrads(c));
+  const ran = (['forward', 'backward', 'treeForward', 'treeBackward'] as const).map((k) => attentionStats[k] - before[k]);
+  const wanted = c.layout ? [2, 1, 2, 1] : [2, 1, 0, 0];
+  const name = attentionCaseName(c);
+  return [
+    { name: `${name}: fused dispatches (forward, backward, tree's) ${ran} of ${wanted}`, ratio: tf.util.arraysEqual(ran, wanted) ? 0 : Infinity },
+    { name: `${name} y`, ratio: worstRatio(got[0], want[0], ATTENTION_FORWARD_TOL.atol, ATTENTION_FORWARD_TOL.rtol) },
+    ...['dq', 'dk', 'dv'].map((g, j) => ({ name: `${name} ${g}`, ratio: worstRatio(got[j + 1], want[j + 1], ATTENTION_GRAD_FRACTION * maxAbs(want[j + 1]), 0) })),
+  ];
+}
+
+/** Seed of the case at `index` (the tests replay a case by it). */
+export const attentionSeed = (index: number) => 10 * index + 1;
+
+export async function attentionChecks(): Promise<Check[]> {
+  const out: Check[] = [];
+  for (const [i, c] of ATTENTION_CASES.entries()) out.push(...(await attentionCaseChecks(c, attentionSeed(i))));
   return out;
 }
 
