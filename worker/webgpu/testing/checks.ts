@@ -384,6 +384,6 @@ export async function allKernelChecks(features: { shaderF16: boolean; subgroups:
   checks.push(...(await rmsNormChecks('workgroup')));
   if (features.subgroups) checks.push(...(await rmsNormChecks('subgroups')));
   else notRun.push('rmsNorm subgroups (no subgroups)');
-  checks.push(await rmsNormGradientCheck(), ...(await ropeChecks()), ...(await swigluChecks()));
+  checks.push(await rmsNormGradientCheck(), ...(await ropeChecks()), ...(await swigluChecks()), ...(await attentionChecks()));
   return { checks, notRun };
 }
