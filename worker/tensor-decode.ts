@@ -5,8 +5,9 @@
  *
  * A GPU decode step of a small model costs what its ops cost to dispatch, not what they compute, so the step is
  * written in as few ops as it can: q/k/v and gate/up are one matmul each, q and k are normalised (one RMSNorm with a
- * per-head weight that also carries the attention scale) and rotated (x·cos + (x·R)·sin, R = rotate-half) together,
- * and the layers' attention is one of two:
+ * per-head weight that also carries the attention scale) and rotated together (one RoPE kernel on webgpu, else
+ * x·cos + (x·R)·sin, R = rotate-half), the other norms and SwiGLU are one kernel each on webgpu (webgpu/rms-norm.ts,
+ * swiglu.ts; model.ts's composition elsewhere), and the layers' attention is one of two:
  * - on webgpu with our kernels, the paged KV cache (webgpu/paged-kv-cache.ts): one pool shared by every sequence,
  *   written in place, and one dispatch per layer that appends the batch's new keys and values and attends every
  *   sequence of the batch (webgpu/paged-attention.ts);
@@ -17,8 +18,12 @@
 import * as tf from '@tensorflow/tfjs';
 import type { DecoderConfig } from './common/engine.ts';
 import { ContextLengthError, type DecodeLayer, disposeDecodeLayers, forward, fusedDecodeLayers, layerPrefix, type LayerKv, linear, type ModelWeights, paddedPrompts, type Params, rmsNorm, ropeTables, rotateHalfMatrix } from './model.ts';
+import { ourKernelRuns } from './webgpu/gpu.ts';
 import { pagedAttention, pagedDecodeRuns } from './webgpu/paged-attention.ts';
 import { pagedAppend, type PagedKvPool, type PagedKvSequence } from './webgpu/paged-kv-cache.ts';
+import { rmsNorm as fusedRmsNorm, RMS_NORM_KERNEL } from './webgpu/rms-norm.ts';
+import { applyRope, ROPE_KERNEL } from './webgpu/rope.ts';
+import { swiglu } from './webgpu/swiglu.ts';
 
 /** Keys/values of one sequence on the device: per layer [KVH, length, hd]. Release with `dispose`. */
 export class TensorKvCache {
@@ -43,6 +48,8 @@ export interface DeviceDecodeWeights {
   qkScale: tf.Tensor2D;
   /** rotate-half as a matrix [hd, hd]. */
   rotate: tf.Tensor2D;
+  /** [hd] of ones: the RMSNorm kernel's weight where the per-head weight (qkNorm) is applied after it. */
+  unit: tf.Tensor1D;
 }
 
 export function deviceDecodeWeights(cfg: DecoderConfig, p: Params): DeviceDecodeWeights {
@@ -60,12 +67,13 @@ export function deviceDecodeWeights(cfg: DecoderConfig, p: Params): DeviceDecode
     }),
     qkScale: tf.tensor2d(Array.from({ length: h + kvh }, (_, i) => (i < h ? scale : 1)), [h + kvh, 1]),
     rotate: tf.tensor2d(rotateHalfMatrix(hd), [hd, hd]),
+    unit: tf.ones([hd]),
   };
 }
 
 export function disposeDeviceDecodeWeights(w: DeviceDecodeWeights): void {
   disposeDecodeLayers(w.layers);
-  tf.dispose([w.qkScale, w.rotate, ...w.qkNorm.filter((t): t is tf.Tensor2D => t !== null)]);
+  tf.dispose([w.qkScale, w.rotate, w.unit, ...w.qkNorm.filter((t): t is tf.Tensor2D => t !== null)]);
 }
 
 /** Prefill prompts in one right-padded forward (as model.ts's prefillBatch): per prompt a device cache and its last logits [V]. */
@@ -104,27 +112,40 @@ function decodeLayers(cfg: DecoderConfig, w: ModelWeights, dw: DeviceDecodeWeigh
   const n = tokens.length;
   const { num_attention_heads: h, num_key_value_heads: kvh, head_dim: hd, intermediate_size: inter } = cfg;
   const tables = ropeTables(hd, cfg.rope_theta, positions);
-  const cos = tf.tensor3d(tables.cos, [n, 1, hd]);
-  const sin = tf.tensor3d(tables.sin, [n, 1, hd]);
+  const cos = tf.tensor2d(tables.cos, [n, hd]); // one position per row
+  const sin = tf.tensor2d(tables.sin, [n, hd]);
+  const ropeKernel = ourKernelRuns(ROPE_KERNEL);
+  const normKernel = ourKernelRuns(RMS_NORM_KERNEL);
+  // RMSNorm of rows [n, D] and SwiGLU: one kernel each on webgpu (webgpu/*.ts), model.ts's composition elsewhere.
+  const norm2d = (x: tf.Tensor2D, weight: tf.Tensor) => fusedRmsNorm(x, weight, cfg.rms_norm_eps);
   let x = tf.gather(w.embed, tf.tensor1d(Int32Array.from(tokens), 'int32')) as tf.Tensor2D; // [n, D]
   for (let l = 0; l < w.layers.length; l++) {
     const lw = w.layers[l];
     const fused = dw.layers[l];
-    let qkv = linear(rmsNorm(x, lw.inputNorm, cfg.rms_norm_eps), fused.qkv); // [n, (H + 2·KVH)·hd]
+    let qkv = linear(norm2d(x, lw.inputNorm), fused.qkv); // [n, (H + 2·KVH)·hd]
     if (fused.qkvBias) qkv = tf.add(qkv, fused.qkvBias);
     const heads = tf.reshape(qkv, [n, h + 2 * kvh, hd]) as tf.Tensor3D;
     let qk = tf.slice(heads, [0, 0, 0], [n, h + kvh, hd]) as tf.Tensor3D; // queries then keys
     const norm = dw.qkNorm[l];
-    qk = norm ? rmsNorm(qk, norm, cfg.rms_norm_eps) : (tf.mul(qk, dw.qkScale) as tf.Tensor3D);
-    const turned = tf.reshape(tf.matMul(tf.reshape(qk, [n * (h + kvh), hd]) as tf.Tensor2D, dw.rotate), [n, h + kvh, hd]);
-    qk = tf.add(tf.mul(qk, cos), tf.mul(turned, sin)) as tf.Tensor3D;
+    if (norm) {
+      // A weight per head: the kernel takes one weight row, so it normalises and a multiply applies the weights.
+      qk = normKernel ? (tf.mul(fusedRmsNorm(qk, dw.unit, cfg.rms_norm_eps), norm) as tf.Tensor3D) : rmsNorm(qk, norm, cfg.rms_norm_eps);
+    } else {
+      qk = tf.mul(qk, dw.qkScale) as tf.Tensor3D;
+    }
+    if (ropeKernel) {
+      qk = applyRope(qk, cos, sin); // qk [n, heads, hd] is x [T, heads, hd] with T = n, a position per row
+    } else {
+      const turned = tf.reshape(tf.matMul(tf.reshape(qk, [n * (h + kvh), hd]) as tf.Tensor2D, dw.rotate), [n, h + kvh, hd]);
+      qk = tf.add(tf.mul(qk, tf.reshape(cos, [n, 1, hd])), tf.mul(turned, tf.reshape(sin, [n, 1, hd]))) as tf.Tensor3D;
+    }
     const y = tf.add(x, linear(attend(l, qk, heads), lw.o)) as tf.Tensor2D;
-    const gu = linear(rmsNorm(y, lw.postNorm, cfg.rms_norm_eps), fused.gateUp); // [n, 2·I]
+    const gu = linear(norm2d(y, lw.postNorm), fused.gateUp); // [n, 2·I]
     const g = tf.slice(gu, [0, 0], [n, inter]);
     const u = tf.slice(gu, [0, inter], [n, inter]);
-    x = tf.add(y, linear(tf.mul(tf.mul(g, tf.sigmoid(g)), u) as tf.Tensor2D, lw.down)) as tf.Tensor2D;
+    x = tf.add(y, linear(swiglu(g, u), lw.down)) as tf.Tensor2D;
   }
-  return linear(rmsNorm(x, w.norm, cfg.rms_norm_eps), w.head); // [n, V]
+  return linear(norm2d(x, w.norm), w.head); // [n, V]
 }
 
 function checkContext(cfg: DecoderConfig, lengths: number[]): void {
