@@ -1,8 +1,8 @@
 /**
- * Every numerics check of our webgpu kernels against the cpu backend, as data: each returns named ratios
- * (worst |got − want| / tolerance; ≤ 1 passes). The tests (worker/webgpu/*.test.ts) assert on them, and the device
- * script (bench/device/gpu-check.ts kernels) runs the same ones on a GPU and writes them into its JSON, so the GPU
- * run and CI check one list of cases.
+ * Every numerics check of our webgpu kernels against the cpu backend, as data (the paged decode ones in
+ * paged-checks.ts): each returns named ratios (worst |got − want| / tolerance; ≤ 1 passes). The tests
+ * (worker/webgpu/*.test.ts) assert on them, and the device script (bench/device/gpu-check.ts kernels) runs the same
+ * ones on a GPU and writes them into its JSON, so the GPU run and CI check one list of cases.
  *
  * Run with webgpu selected (selectBackend('webgpu', { syncReads: false })); each check switches between the cpu and
  * webgpu backends itself and leaves webgpu active.
@@ -18,6 +18,7 @@ import { type RmsReduction, rmsNorm, setRmsNormReduction } from '../rms-norm.ts'
 import { applyRope } from '../rope.ts';
 import { swiglu, swigluReference } from '../swiglu.ts';
 import { randomArray, runOn, worstRatio } from './gpu.ts';
+import { pagedChecks } from './paged-checks.ts';
 
 export interface Check {
   name: string;
@@ -384,6 +385,6 @@ export async function allKernelChecks(features: { shaderF16: boolean; subgroups:
   checks.push(...(await rmsNormChecks('workgroup')));
   if (features.subgroups) checks.push(...(await rmsNormChecks('subgroups')));
   else notRun.push('rmsNorm subgroups (no subgroups)');
-  checks.push(await rmsNormGradientCheck(), ...(await ropeChecks()), ...(await swigluChecks()), ...(await attentionChecks()));
+  checks.push(await rmsNormGradientCheck(), ...(await ropeChecks()), ...(await swigluChecks()), ...(await attentionChecks()), ...(await pagedChecks()));
   return { checks, notRun };
 }
