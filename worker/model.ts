@@ -3,7 +3,9 @@
  *
  * Blocks in dependency order: RMSNorm → RoPE → attention (grouped-query, optional q/k norm and qkv bias) →
  * SwiGLU MLP → block → model. One forward serves training (full causal sequence, per-token outputs) and the
- * sampler's prefill; `decodeStep` serves incremental decoding with a per-sequence KV cache.
+ * sampler's prefill; `decodeStep` serves incremental decoding with a per-sequence KV cache. On webgpu, where our kernels
+ * are registered, that forward takes them for RMSNorm, RoPE and SwiGLU (worker/webgpu/: one dispatch each, with their
+ * gradients); every other backend runs the tf compositions written here.
  *
  * References: "Attention Is All You Need" (Vaswani et al. 2017), RoFormer (Su et al. 2021, rotary embeddings),
  * GQA (Ainslie et al. 2023), GLU variants (Shazeer 2020), and the Hugging Face `modeling_llama` / `modeling_qwen3`
@@ -23,6 +25,10 @@ import { behindTrunk, type TreeLayout } from './prefix-tree.ts';
 import { HostKvCache } from './kv-cache.ts';
 import type { DecoderConfig, NamedTensors } from './common/engine.ts';
 import { seededRandom } from './common/random.ts';
+import { ourKernelRuns } from './webgpu/gpu.ts';
+import { rmsNorm as rmsNormKernel, RMS_NORM_KERNEL } from './webgpu/rms-norm.ts';
+import { applyRope as ropeKernel, ROPE_KERNEL } from './webgpu/rope.ts';
+import { swiglu as swigluKernel, SWIGLU_KERNEL } from './webgpu/swiglu.ts';
 
 // ---------------------------------------------------------------------------------------------------------------
 // Parameters: names, shapes, initialisation
@@ -181,6 +187,11 @@ export function rmsNorm<T extends tf.Tensor>(x: T, w: tf.Tensor, eps: number): T
   return tf.mul(tf.mul(x, tf.rsqrt(tf.add(ms, eps))), w) as T;
 }
 
+/** The forward's RMSNorm: our kernel on webgpu (one dispatch), the composition above elsewhere. */
+function norm<T extends tf.Tensor>(x: T, w: tf.Tensor, eps: number): T {
+  return ourKernelRuns(RMS_NORM_KERNEL) ? rmsNormKernel(x, w, eps) : rmsNorm(x, w, eps);
+}
+
 // ---------------------------------------------------------------------------------------------------------------
 // RoPE, Hugging Face "rotate half" convention: dims i and i + hd/2 form a rotating pair with frequency theta^(-2i/hd).
 
@@ -231,6 +242,11 @@ export function applyRope(x: tf.Tensor4D, cos: tf.Tensor, sin: tf.Tensor): tf.Te
   const cos4 = tf.reshape(cos, [1, t, 1, hd]);
   const sin4 = tf.reshape(sin, [1, t, 1, hd]);
   return tf.add(tf.mul(x, cos4), tf.mul(tf.reshape(rot, [b, t, nh, hd]), sin4)) as tf.Tensor4D;
+}
+
+/** The forward's RoPE: our kernel on webgpu (one dispatch each way), the composition above elsewhere. */
+function rotate(x: tf.Tensor4D, cos: tf.Tensor, sin: tf.Tensor): tf.Tensor4D {
+  return ourKernelRuns(ROPE_KERNEL) ? ropeKernel(x, cos, sin) : applyRope(x, cos, sin);
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -335,8 +351,8 @@ function projectHeads(x: tf.Tensor2D, weight: tf.Tensor2D, bias: tf.Tensor1D | n
 function keysAndValues(cfg: DecoderConfig, w: LayerWeights, x: tf.Tensor2D, b: number, t: number, rope: { cos: tf.Tensor; sin: tf.Tensor }): LayerKv {
   const kvh = cfg.num_key_value_heads;
   let k = projectHeads(x, w.k, w.kBias, b, t, kvh, cfg.head_dim);
-  if (w.kNorm) k = rmsNorm(k, w.kNorm, cfg.rms_norm_eps);
-  return { k: applyRope(k, rope.cos, rope.sin), v: projectHeads(x, w.v, w.vBias, b, t, kvh, cfg.head_dim) };
+  if (w.kNorm) k = norm(k, w.kNorm, cfg.rms_norm_eps);
+  return { k: rotate(k, rope.cos, rope.sin), v: projectHeads(x, w.v, w.vBias, b, t, kvh, cfg.head_dim) };
 }
 
 /** Keys or values [B, T, KVH, hd] → attention groups [B·KVH, T, hd]. */
@@ -351,8 +367,8 @@ export function attention(cfg: DecoderConfig, w: LayerWeights, x: tf.Tensor2D, b
   const hd = cfg.head_dim;
   const rep = h / kvh;
   let q = projectHeads(x, w.q, w.qBias, b, t, h, hd); // [B, T, H, hd]
-  if (w.qNorm) q = rmsNorm(q, w.qNorm, cfg.rms_norm_eps); // Qwen3: per-head norm before RoPE
-  q = tf.mul(applyRope(q, rope.cos, rope.sin), 1 / Math.sqrt(hd)) as tf.Tensor4D; // pre-scaled
+  if (w.qNorm) q = norm(q, w.qNorm, cfg.rms_norm_eps); // Qwen3: per-head norm before RoPE
+  q = tf.mul(rotate(q, rope.cos, rope.sin), 1 / Math.sqrt(hd)) as tf.Tensor4D; // pre-scaled
   const { k, v } = keysAndValues(cfg, w, x, b, t, rope); // [B, T, KVH, hd]
   if (kvOut) kvOut.push({ k: tf.keep(k), v: tf.keep(v) });
 
@@ -377,15 +393,17 @@ export function attention(cfg: DecoderConfig, w: LayerWeights, x: tf.Tensor2D, b
 
 export function mlp(w: LayerWeights, x: tf.Tensor2D): tf.Tensor2D {
   const g = linear(x, w.gate); // [N, I]
-  return linear(tf.mul(tf.mul(g, tf.sigmoid(g)), linear(x, w.up)) as tf.Tensor2D, w.down); // [N, D]
+  // silu(g)·up: our kernel on webgpu (one dispatch for three), the composition elsewhere.
+  const gated = ourKernelRuns(SWIGLU_KERNEL) ? swigluKernel(g, linear(x, w.up)) : tf.mul(tf.mul(g, tf.sigmoid(g)), linear(x, w.up));
+  return linear(gated as tf.Tensor2D, w.down); // [N, D]
 }
 
 // ---------------------------------------------------------------------------------------------------------------
 // Block (pre-norm residual) and model
 
 export function block(cfg: DecoderConfig, w: LayerWeights, x: tf.Tensor2D, b: number, t: number, rope: { cos: tf.Tensor; sin: tf.Tensor }, kvOut: LayerKv[] | null, tree: TreeLayout | null = null, trunk: LayerTrunk | null = null): tf.Tensor2D {
-  x = tf.add(x, attention(cfg, w, rmsNorm(x, w.inputNorm, cfg.rms_norm_eps), b, t, rope, kvOut, tree, trunk));
-  return tf.add(x, mlp(w, rmsNorm(x, w.postNorm, cfg.rms_norm_eps)));
+  x = tf.add(x, attention(cfg, w, norm(x, w.inputNorm, cfg.rms_norm_eps), b, t, rope, kvOut, tree, trunk));
+  return tf.add(x, mlp(w, norm(x, w.postNorm, cfg.rms_norm_eps)));
 }
 
 /**
@@ -453,13 +471,13 @@ function hiddenStates(cfg: DecoderConfig, w: ModelWeights, ids: Int32Array, b: n
   let x = gatherRows(w.embed, ids); // [B·T, D]
   for (const [l, layer] of w.layers.entries()) {
     if (keysOnly && l === w.layers.length - 1) {
-      const { k, v } = keysAndValues(cfg, layer, rmsNorm(x, layer.inputNorm, cfg.rms_norm_eps), b, t, rope);
+      const { k, v } = keysAndValues(cfg, layer, norm(x, layer.inputNorm, cfg.rms_norm_eps), b, t, rope);
       trunk.keep?.push({ k: groupHeads(k), v: groupHeads(v) });
       return x;
     }
     x = block(cfg, layer, x, b, t, rope, kvOut, tree, { before: trunk.before?.[l] ?? null, keep: trunk.keep ?? null });
   }
-  return rmsNorm(x, w.norm, cfg.rms_norm_eps);
+  return norm(x, w.norm, cfg.rms_norm_eps);
 }
 
 /**

@@ -89,9 +89,14 @@ type CustomGradientFunc = Parameters<typeof tf.customGrad>[0];
 export function applyRope<T extends tf.Tensor>(x: T, cos: tf.Tensor, sin: tf.Tensor): T {
   checkShapes(x, cos, sin);
   if (!ourKernelRuns(ROPE_KERNEL)) return applyRopeReference(x, cos, sin);
-  const f = tf.customGrad(((xIn: tf.Tensor) => ({
-    value: tf.engine().runKernel(ROPE_KERNEL, { x: xIn, cos, sin }, { inverse: false }) as tf.Tensor,
-    gradFunc: (dy: tf.Tensor) => [tf.engine().runKernel(ROPE_KERNEL, { x: dy, cos, sin }, { inverse: true }) as tf.Tensor],
-  })) as unknown as CustomGradientFunc);
+  const f = tf.customGrad(((xIn: tf.Tensor, save: tf.GradSaveFunc) => {
+    // Saved, not closed over: tables made inside the differentiated function (the model's forward) are disposed by
+    // its tidy before the backward pass runs; saved tensors are kept until then.
+    save([cos, sin]);
+    return {
+      value: tf.engine().runKernel(ROPE_KERNEL, { x: xIn, cos, sin }, { inverse: false }) as tf.Tensor,
+      gradFunc: (dy: tf.Tensor, saved: tf.Tensor[]) => [tf.engine().runKernel(ROPE_KERNEL, { x: dy, cos: saved[0], sin: saved[1] }, { inverse: true }) as tf.Tensor],
+    };
+  }) as unknown as CustomGradientFunc);
   return f(x) as T;
 }
