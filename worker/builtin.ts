@@ -37,10 +37,11 @@ const TINY: DecoderConfig = {
 };
 
 /**
- * `tiny-guess` and `tiny-team` are `tiny` warm-started further (swarm/node/demo/pretrain.ts) on games of guess the
- * number (the multi-turn and cocktail scenarios' model) and on a verifier's turns (the team scenario's models).
+ * `tiny-guess`, `tiny-team` and `tiny-verifier` are `tiny` warm-started further (swarm/node/demo/pretrain.ts): on
+ * games of guess the number (the multi-turn and cocktail scenarios' model), and for the team scenario's proposer and
+ * verifier.
  */
-export const BUILTIN_CONFIGS: Record<string, DecoderConfig> = { tiny: TINY, 'tiny-guess': TINY, 'tiny-team': TINY };
+export const BUILTIN_CONFIGS: Record<string, DecoderConfig> = { tiny: TINY, 'tiny-guess': TINY, 'tiny-team': TINY, 'tiny-verifier': TINY };
 
 export function builtinConfig(name: string): DecoderConfig {
   const cfg = BUILTIN_CONFIGS[name];

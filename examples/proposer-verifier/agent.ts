@@ -1,6 +1,6 @@
 /**
  * A two-model team: the proposer answers an arithmetic question (it may call `calc`), the verifier checks the
- * proposed answer (it may call `calc` too) and says accept or reject. The environment (this script) knows the
+ * proposed answer (its `calc` also checks a claim: `2600==34*80` gives false) and says accept or reject. The environment (this script) knows the
  * answer and rewards each role separately:
  *   proposer: 1 when its answer is right;  verifier: 1 when its verdict is right (accept a right answer, reject a
  *   wrong one). The team succeeds when a right answer is accepted.
@@ -23,13 +23,15 @@ export interface TeamTask {
 export type Role = 'PROPOSER' | 'VERIFIER';
 
 export const PROPOSER_PROMPT = 'Use calc.';
-export const VERIFIER_PROMPT = 'Check with calc. Say accept or reject.';
+export const VERIFIER_PROMPT = 'Check the answer with calc. Say accept or reject.';
 
 export const TOOLS: OpenAI.ChatCompletionFunctionTool[] = [
   {
     type: 'function',
     function: {
       name: 'calc',
+      // The calculator's own words: the builtin models' warm starts saw this tool as the calculator declares it, and
+      // a tiny model given another description answers with noise.
       description: 'Evaluate arithmetic',
       parameters: { type: 'object', properties: { expr: { type: 'string' } }, required: ['expr'] },
     },
@@ -38,13 +40,31 @@ export const TOOLS: OpenAI.ChatCompletionFunctionTool[] = [
 
 const MAX_TURNS = 3;
 
-/** The tool: two integers and one of + - * (nothing else is evaluated). */
-function calc(expr: string): string {
+/** Two integers and one of + - * (nothing else is evaluated); null when `expr` is not one. */
+function evaluate(expr: string): number | null {
   const m = /^\s*(-?\d+)\s*([+\-*])\s*(-?\d+)\s*$/.exec(expr);
-  if (!m) return 'error';
+  if (!m) return null;
   const a = Number(m[1]);
   const b = Number(m[3]);
-  return String(m[2] === '+' ? a + b : m[2] === '-' ? a - b : a * b);
+  return m[2] === '+' ? a + b : m[2] === '-' ? a - b : a * b;
+}
+
+/**
+ * The tool: an expression's value, or for a claim `N==EXPR` (either side first) whether it holds. A check is what
+ * a verifier as small as the builtin models can follow: comparing two numbers digit by digit is beyond it.
+ */
+export function calc(expr: string): string {
+  const sides = expr.split('==');
+  if (sides.length === 1) return String(evaluate(expr) ?? 'error');
+  if (sides.length !== 2) return 'error';
+  const [claim, value] = /^\s*-?\d+\s*$/.test(sides[0]) ? [sides[0], evaluate(sides[1])] : [sides[1], evaluate(sides[0])];
+  if (value === null || !/^\s*-?\d+\s*$/.test(claim)) return 'error';
+  return String(Number(claim) === value);
+}
+
+/** The check a verifier makes of a proposal: `calc(checkExpression(...))` says whether it is right. */
+export function checkExpression(proposal: string, task: Pick<TeamTask, 'expression'>): string {
+  return `${task.expression}==${proposal}`;
 }
 
 function callExpression(argumentsJson: string): string {
@@ -77,11 +97,12 @@ export function proposerMessages(task: Pick<TeamTask, 'question'>): OpenAI.ChatC
 }
 
 /**
- * The proposal comes first and the question last, as the proposer saw it: a small model copies the expression into
- * its `calc` call from where the calculator taught it (the end of the message). With "What is 34*80? Answer: 2600"
- * the tiny team model called calc("49*26"), and its tool's result said nothing about the proposal.
+ * The proposal comes first and the question last, as the proposer saw it: the tiny models copy into `calc` what
+ * precedes the question's "?" at the end of the message, as the calculator taught them; the check `34*80==2720`
+ * starts with that copy. (Asked "Is 34*80==2720?" or "What is 34*80==2720?", the tiny verifier's greedy checks were
+ * right in 0 of 100 tries: it kept the operator and made up the numbers.)
  */
-export function verifierMessages(task: Pick<TeamTask, 'question'>, proposal: string): OpenAI.ChatCompletionMessageParam[] {
+export function verifierMessages(task: Pick<TeamTask, 'question' | 'expression'>, proposal: string): OpenAI.ChatCompletionMessageParam[] {
   return [
     { role: 'system', content: VERIFIER_PROMPT },
     { role: 'user', content: `Answer ${proposal}. ${task.question}` },

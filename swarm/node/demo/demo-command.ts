@@ -11,7 +11,7 @@ import { parsePositiveInt, UsageError, type Command } from '../cli/command.ts';
 import { formatDuration, ProgressBar } from '../cli/progress.ts';
 import { DEFAULT_DEMO, demoDataDir, DemoError, demoPlan, runDemo, type DemoOptions, type DemoProgress, type DemoResult } from './demo.ts';
 import { writeDemoReport } from './report.ts';
-import { parseScenario, SCENARIO_MODELS, SCENARIO_NAMES, ScenarioError, type ScenarioName, scenarioDefaults } from './scenarios.ts';
+import { parseScenario, SCENARIO_NAMES, scenarioModelSources, ScenarioError, type ScenarioName, scenarioDefaults } from './scenarios.ts';
 
 const USAGE = `agentjet demo [--scenario NAME|all] [--steps N] [--json] [--out DIR] [--model builtin:NAME|HF_FOLDER]
                  [--script FILE [--tasks FILE.jsonl] [--reward FILE] [--bundle]] [--lr X] [--group-size N] [--batch-tasks N]
@@ -21,10 +21,11 @@ Starts a peer with the scenario's model, attaches its agents with their tasks, e
 tasks per task, trains --steps steps (default ${DEFAULT_DEMO.steps}) through the real training loop, evaluates again, and writes
 runs/<time>/report.md with SVG plots and summary.json.
 
-  --scenario                    ${SCENARIO_NAMES.map((n) => `${n} (${SCENARIO_MODELS[n]})`).join(', ')}; all: each in turn,
+  --scenario                    ${SCENARIO_NAMES.map((n) => `${n} (${scenarioModelSources(n).join(', ')})`).join(', ')}; all: each in turn,
                                 one run folder each under --out. calculator: one agent with a tool; multi-turn:
                                 guess the number, an environment that answers every move (a Python agent);
-                                cocktail: both at once on one model, each task in its own runtime
+                                cocktail: both at once on one model, each task in its own runtime; team: a proposer
+                                and a verifier, two models, each trained on its own role's reward
   --script, --tasks, --reward   your own agent script, task file (held-out tasks carry "split": "eval") and grader;
                                 without --tasks the script plays the scenario's tasks
   --bundle                      bundle a Node --script with its packages at attach (faster episode starts; the

@@ -146,6 +146,8 @@ describe('agentjet demo', () => {
     const out = join(dir, 'team');
     const result = await runDemo({ ...DEFAULT_DEMO, scenario: 'team', out, steps: 2, evalTasks: 3, trainTasks: 40, batchTasks: 2, groupSize: 2, evalConcurrency: 4 });
     expect(result.models.map((m) => m.name)).toEqual(['proposer', 'verifier']);
+    // Each role starts from its own warm start.
+    expect(result.model).toBe('proposer=builtin:tiny-team, verifier=builtin:tiny-verifier');
     for (const model of result.models) {
       expect(model.stepRecords).toHaveLength(2);
       expect(model.weightsChanged).toBe(true);

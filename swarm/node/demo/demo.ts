@@ -176,6 +176,7 @@ export interface DemoResult {
   eval_after: number;
   merge_token_ratio: number;
   backend: string;
+  /** The model's source; a team's: each role's model with its source (`proposer=builtin:tiny-team, …`). */
   model: string;
   policyVersionBefore: number;
   policyVersionAfter: number;
@@ -234,7 +235,8 @@ export async function runDemo(options: DemoOptions, onProgress: (p: DemoProgress
   const plan = demoPlan(options);
   const files = new Map<DemoTask, TaskFiles>();
   for (const task of plan.tasks) files.set(task, await task.files(plan.tasks.length === 1 ? outDir : taskDir(outDir, task)));
-  const [first] = plan.models;
+  // A team's models each say where they start from: proposer=builtin:tiny-team, verifier=builtin:tiny-verifier.
+  const modelLabel = plan.models.length === 1 ? plan.models[0].source : plan.models.map((m) => `${m.name}=${m.source}`).join(', ');
 
   // Two processes: a private swarm of two peers on this machine (loopback only, no mDNS).
   const swarmToken = options.twoProcess ? createSwarmToken({ name: 'demo' }) : undefined;
@@ -259,7 +261,7 @@ export async function runDemo(options: DemoOptions, onProgress: (p: DemoProgress
     runner = swarmToken
       ? await clientPeerProcess({ dataDir: join(outDir, 'client'), swarmToken, bootstrap: runtime.p2p!.node.multiaddrs()[0], models: plan.models.map((m) => m.name) })
       : inProcessRunner(runtime.runner);
-    onProgress({ phase: 'start', scenario: scenarioLabel(options), tasks: plan.tasks.map((t) => t.name), model: first.source, backend, uiUrl: runtime.urls.ui, agentsRun: runner.where, dataDir });
+    onProgress({ phase: 'start', scenario: scenarioLabel(options), tasks: plan.tasks.map((t) => t.name), model: modelLabel, backend, uiUrl: runtime.urls.ui, agentsRun: runner.where, dataDir });
     const before = await Promise.all(models.map(async (m) => ({ version: m.policyVersion, weights: await m.engine.getWeights() })));
     const succeeded = (run: ClientRunRecord) => runSucceeded(runtime, run);
 
@@ -336,7 +338,7 @@ export async function runDemo(options: DemoOptions, onProgress: (p: DemoProgress
       eval_after: mean(tasks.map((t) => t.evalAfter.successRate)),
       merge_token_ratio: merged > 0 ? Math.round((naive / merged) * 1000) / 1000 : 1,
       backend,
-      model: first.source,
+      model: modelLabel,
       policyVersionBefore: primary.policyVersionBefore,
       policyVersionAfter: primary.policyVersionAfter,
       weightsChanged: modelResults.every((m) => m.weightsChanged),

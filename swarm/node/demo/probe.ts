@@ -11,7 +11,8 @@ import { parseAssistantOutput } from '../../../worker/tokenizer/tool-calls.ts';
 import type { ChatMessage } from '../../../worker/tokenizer/types.ts';
 import { calc, callExpression } from '../../../examples/calculator/agent.ts';
 import grade from '../../../examples/calculator/reward.ts';
-import { CALC_TOOL, type CalcTask, firstMessages } from './calc-format.ts';
+import { calc as teamCalc, checkExpression, verdictOf, verifierMessages } from '../../../examples/proposer-verifier/agent.ts';
+import { CALC_TOOL, type CalcTask, firstMessages, rng } from './calc-format.ts';
 import { type GuessTask, playGuess } from './guess-format.ts';
 
 /** The example's own grader, on the final answer's text: the probe scores exactly as the demo does. */
@@ -116,4 +117,58 @@ export async function probeGuess(engine: TrainerEngine, tasks: GuessTask[], temp
 export function formatGuessProbe(label: string, p: GuessProbeResult): string {
   const pct = (x: number) => `${(x * 100).toFixed(0)}%`;
   return `${label}: success ${pct(p.success)} · guesses in range ${pct(p.inRange)} · halving ${pct(p.halving)} · reward ${p.meanReward.toFixed(2)} · ${p.tasks} games`;
+}
+
+export interface VerifierProbeResult {
+  tasks: number;
+  /** Share of first turns that check with the tool. */
+  checkRate: number;
+  /** Of the checks: the share that is the proposal's check (checkExpression), the copy the verdict rests on. */
+  checkCopied: number;
+  /** Of the checks answered true or false: the share of verdicts that follow the tool. */
+  followed: number;
+  /** The share of right, and of wrong, proposals accepted. */
+  acceptedIfRight: number;
+  acceptedIfWrong: number;
+}
+
+/** The team's verifier on half-right proposals (the warm start's mix), scored as the team agent scores it. */
+export async function probeVerifier(engine: TrainerEngine, tasks: CalcTask[], temperature: number, seed = 1): Promise<VerifierProbeResult> {
+  const rand = rng(seed);
+  const turn = async (messages: ChatMessage[], i: number) => {
+    const text = await engineTurn(engine, messages, { tools: [CALC_TOOL], temperature, seed: seed * 100_003 + i, maxTokens: 64 });
+    return parseAssistantOutput(text, 'hermes', { newToolCallId: () => 'call_0' });
+  };
+  const outcomes = await Promise.all(
+    tasks.map(async (task, i) => {
+      const right = rand() < 0.5;
+      const proposal = String(right ? task.answer : task.answer + 1 + Math.floor(rand() * 10));
+      const messages = verifierMessages(task, proposal) as ChatMessage[];
+      const first = await turn(messages, i);
+      const call = first.toolCalls[0];
+      if (!call) return { right, checked: false, copied: false, result: '', verdict: verdictOf(first.content) };
+      const expr = callExpression(call.function.arguments);
+      const result = teamCalc(expr);
+      messages.push({ role: 'assistant', content: first.content, tool_calls: [call] });
+      messages.push({ role: 'tool', tool_call_id: call.id, content: result });
+      const second = await turn(messages, i + tasks.length);
+      return { right, checked: true, copied: expr === checkExpression(proposal, task), result, verdict: second.toolCalls.length ? null : verdictOf(second.content) };
+    }),
+  );
+  const share = (xs: boolean[]) => (xs.length ? xs.filter(Boolean).length / xs.length : 0);
+  const checks = outcomes.filter((o) => o.checked);
+  const answered = checks.filter((o) => o.result === 'true' || o.result === 'false');
+  return {
+    tasks: tasks.length,
+    checkRate: share(outcomes.map((o) => o.checked)),
+    checkCopied: share(checks.map((o) => o.copied)),
+    followed: share(answered.map((o) => (o.verdict === 'accept') === (o.result === 'true'))),
+    acceptedIfRight: share(outcomes.filter((o) => o.right).map((o) => o.verdict === 'accept')),
+    acceptedIfWrong: share(outcomes.filter((o) => !o.right).map((o) => o.verdict === 'accept')),
+  };
+}
+
+export function formatVerifierProbe(label: string, p: VerifierProbeResult): string {
+  const pct = (x: number) => `${Math.round(x * 100)}%`;
+  return `${label}: checks ${pct(p.checkRate)} (copied ${pct(p.checkCopied)}, verdict follows ${pct(p.followed)}) · accepts ${pct(p.acceptedIfRight)} of right, ${pct(p.acceptedIfWrong)} of wrong · ${p.tasks} held-out tasks`;
 }

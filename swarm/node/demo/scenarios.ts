@@ -71,6 +71,17 @@ export const SCENARIO_MODELS: Record<ScenarioName, string> = {
   team: 'builtin:tiny-team',
 };
 
+/** The team's roles, each a hosted model of its own name, and the warm start each starts from. */
+export const TEAM_ROLE_MODELS: Record<'proposer' | 'verifier', string> = {
+  proposer: SCENARIO_MODELS.team,
+  verifier: 'builtin:tiny-verifier',
+};
+
+/** The warm starts a scenario hosts (a team's: one per role). */
+export function scenarioModelSources(name: ScenarioName): string[] {
+  return name === 'team' ? Object.values(TEAM_ROLE_MODELS) : [SCENARIO_MODELS[name]];
+}
+
 /** Training settings a scenario is run with unless told otherwise (`agentjet demo` flags override them). */
 export interface ScenarioSettings {
   steps: number;
@@ -112,16 +123,15 @@ function hosted(source: string): { name: string; source: string } {
 
 /** The plan of a scenario; `modelSource` replaces the scenario's own model (both of a team's roles start from it). */
 export function scenarioPlan(name: ScenarioName, counts: PlanCounts, modelSource?: string): DemoPlan {
-  const source = modelSource ?? SCENARIO_MODELS[name];
   if (name === 'team') {
-    // Two hosted models from the same warm start, one per role: each learns only from its own role's episodes.
+    // Two hosted models, one per role, each from its role's warm start: each learns only from its own role's episodes.
     const team = { proposer: 'proposer', verifier: 'verifier' };
     return {
-      models: Object.values(team).map((model) => ({ name: model, source })),
+      models: (['proposer', 'verifier'] as const).map((role) => ({ name: team[role], source: modelSource ?? TEAM_ROLE_MODELS[role] })),
       tasks: [{ name: 'team', ...DEFAULT_SCRIPTS.team, bundle: true, weight: 1, players: { team }, files: async (dir) => writeCalculatorTasks(dir, counts) }],
     };
   }
-  const model = hosted(source);
+  const model = hosted(modelSource ?? SCENARIO_MODELS[name]);
   if (name === 'cocktail') {
     // The game takes more episodes to learn than the tool decision: it gets two thirds of them.
     return { models: [model], tasks: [calculatorTask(model.name, counts, 1), guessTask(model.name, counts, 2)] };

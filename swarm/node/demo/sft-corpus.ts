@@ -9,7 +9,7 @@ import { builtinTokenizerBundle } from '../../../worker/tokenizer/load.ts';
 import type { ChatMessage, ToolSpec } from '../../../worker/tokenizer/types.ts';
 import { CALC_TOOL, type CalcTask, firstMessages } from './calc-format.ts';
 import { type GuessTask, playGuess } from './guess-format.ts';
-import { verifierMessages } from '../../../examples/proposer-verifier/agent.ts';
+import { calc, checkExpression, verifierMessages } from '../../../examples/proposer-verifier/agent.ts';
 
 const IM_END = '<|im_end|>';
 
@@ -51,16 +51,43 @@ export async function guessDemonstration(task: GuessTask, rand: () => number, st
   return game.messages;
 }
 
-/**
- * The verifier's part of a team episode: a proposal (right in `rightShare` of them, else off by a little), the
- * verifier's `calc` call on the task's expression and the tool's result, then a verdict that is right in
- * `verdictAccuracy` of them. A warm start that compares sometimes and guesses otherwise: RL has to make it compare.
- */
-export function verifierDemonstration(task: CalcTask, rand: () => number, rightShare: number, verdictAccuracy: number): ChatMessage[] {
+/** A proposal for a team task: right, or off by 1 to 10. */
+function proposalFor(task: CalcTask, rand: () => number, rightShare: number): { proposal: number; right: boolean } {
   const right = rand() < rightShare;
   const offset = 1 + Math.floor(rand() * 10);
-  const proposal = right ? task.answer : task.answer + (rand() < 0.5 ? -offset : offset);
+  return { proposal: right ? task.answer : task.answer + (rand() < 0.5 ? -offset : offset), right };
+}
+
+/**
+ * The verifier's part of a team episode: a proposal (right in `rightShare` of them, else off by a little), the
+ * verifier's check of it with `calc` (`2600==34*80`) and the tool's true or false, then a verdict that follows the
+ * check in `followShare` of them. A warm start that checks always and follows the check sometimes: RL has to make
+ * it follow (and check rightly: a miscopied check says false of a right proposal).
+ */
+export function verifierDemonstration(task: CalcTask, rand: () => number, rightShare: number, followShare: number): ChatMessage[] {
+  const { proposal, right } = proposalFor(task, rand, rightShare);
   const messages = verifierMessages(task, String(proposal)) as ChatMessage[];
+  const expr = checkExpression(String(proposal), task);
+  const callId = 'call_0';
+  messages.push({ role: 'assistant', content: '', tool_calls: [{ id: callId, type: 'function', function: { name: CALC_TOOL.function.name, arguments: JSON.stringify({ expr }) } }] });
+  messages.push({ role: 'tool', content: calc(expr), tool_call_id: callId });
+  const accept = rand() < followShare ? right : !right;
+  messages.push({ role: 'assistant', content: accept ? 'accept' : 'reject' });
+  return messages;
+}
+
+/**
+ * The turns builtin:tiny-team (the proposer's warm start) was trained on, kept so that it is rebuilt as shipped: a
+ * proposal in a short-prompt message, `calc` on the question's expression and its value, and a verdict. They taught
+ * the tiny model the short prompt's tool call, which is the proposer's; the verifier now checks instead
+ * (verifierDemonstration).
+ */
+export function recomputeDemonstration(task: CalcTask, rand: () => number, rightShare: number, verdictAccuracy: number): ChatMessage[] {
+  const { proposal, right } = proposalFor(task, rand, rightShare);
+  const messages: ChatMessage[] = [
+    { role: 'system', content: 'Check with calc. Say accept or reject.' },
+    { role: 'user', content: `Answer ${proposal}. ${task.question}` },
+  ];
   const callId = 'call_0';
   messages.push({ role: 'assistant', content: '', tool_calls: [{ id: callId, type: 'function', function: { name: CALC_TOOL.function.name, arguments: JSON.stringify({ expr: task.expression }) } }] });
   messages.push({ role: 'tool', content: String(task.answer), tool_call_id: callId });
