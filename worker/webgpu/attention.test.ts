@@ -18,6 +18,7 @@ import { AdamW } from '../optimizer.ts';
 import { buildPrefixTree, planTreeRuns, type TreeLayout } from '../prefix-tree.ts';
 import { readBatchGradients } from '../testing/batch-gradients.ts';
 import { tinyByteConfig } from '../testing/configs.ts';
+import { text, TRUNK_BUDGET, trunkSamples } from '../testing/tree-samples.ts';
 import { batchGradients, DEFAULT_TRAIN_OPTIONS } from '../train.ts';
 import { ATTENTION_KERNEL, attentionStats, fusedCausalAttention, MAX_HEAD_DIM, subtreeEnds, TreeLayoutError } from './attention.ts';
 import { setMatmulKernel } from './matmul.ts';
@@ -105,7 +106,6 @@ describe.skipIf(skipReason !== null)(`our fused webgpu attention vs the cpu back
 // The model's training step
 
 const cfg = tinyByteConfig({ max_position_embeddings: 128 });
-const text = (n: number, seed: number) => Array.from({ length: n }, (_, i) => 1 + ((i * 37 + seed * 101) % 250));
 
 function samples(): TrainSample[] {
   const make = (tokens: number[], advantage: number): TrainSample => {
@@ -115,16 +115,6 @@ function samples(): TrainSample[] {
   return [make([...text(20, 1), ...text(75, 2)], 1), make([...text(20, 1), ...text(30, 3)], -0.5)];
 }
 
-/** Four samples behind a 70-token opening, 30 tokens of their own each: at TRUNK_BUDGET the opening is a trunk. */
-function trunkSamples(): TrainSample[] {
-  const opening = [...text(40, 6), ...text(20, 7), ...text(10, 8)];
-  return [1, -0.5, 0.3, -0.8].map((advantage, i) => {
-    const tokens = [...opening, ...text(30, 10 + i)];
-    const lossMask = tokens.map((_, t) => ((t >= 40 && t < 60) || t >= 70 ? 1 : 0));
-    return { tokens, lossMask, advantages: lossMask.map((m) => m * advantage), oldLogprobs: lossMask.map((m, t) => (m ? -5.5 + (t % 7) * 0.1 : 0)) };
-  });
-}
-const TRUNK_BUDGET = 120;
 
 async function lossAndGradients(packing: 'tree' | 'rows', batch = samples(), microBatchTokens = DEFAULT_TRAIN_OPTIONS.microBatchTokens): Promise<{ loss: number; grads: Float32Array[] }> {
   const params = toParams(initWeights(cfg, 4), true);

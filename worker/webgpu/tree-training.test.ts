@@ -12,13 +12,13 @@ import { initWeights, toParams } from '../model.ts';
 import { AdamW } from '../optimizer.ts';
 import { readBatchGradients } from '../testing/batch-gradients.ts';
 import { tinyByteConfig } from '../testing/configs.ts';
+import { text, TRUNK_BUDGET, trunkSamples } from '../testing/tree-samples.ts';
 import { planTreeRuns } from '../prefix-tree.ts';
 import { batchGradients, DEFAULT_TRAIN_OPTIONS } from '../train.ts';
 import { webgpuSkipReason } from './testing/gpu.ts';
 
 const skipReason = await webgpuSkipReason();
 const cfg = tinyByteConfig({ max_position_embeddings: 128 });
-const text = (n: number, seed: number) => Array.from({ length: n }, (_, i) => 1 + ((i * 37 + seed * 101) % 250));
 
 /** A shared 30-token prompt, then branches: one inside the other's generated turn, one repeating it, one apart. */
 function samples(): TrainSample[] {
@@ -31,19 +31,6 @@ function samples(): TrainSample[] {
   return [make(text(12, 2), 1), make([...text(12, 2).slice(0, 4), ...text(8, 3)], -0.6), make(text(12, 2), -0.3), make(text(10, 4), 0.5, text(20, 5))];
 }
 
-/**
- * A group behind a 70-token opening (a prompt, a turn every sample generated alike, a prompt), then 30 tokens of
- * its own each: too long for one micro-batch of TRUNK_BUDGET tokens, so the opening becomes a trunk.
- */
-function trunkSamples(): TrainSample[] {
-  const opening = [...text(40, 6), ...text(20, 7), ...text(10, 8)];
-  return [1, -0.5, 0.3, -0.8].map((advantage, i) => {
-    const tokens = [...opening, ...text(30, 10 + i)];
-    const lossMask = tokens.map((_, t) => ((t >= 40 && t < 60) || t >= 70 ? 1 : 0));
-    return { tokens, lossMask, advantages: lossMask.map((m) => m * advantage), oldLogprobs: lossMask.map((m, t) => (m ? -5.5 + (t % 7) * 0.1 : 0)) };
-  });
-}
-const TRUNK_BUDGET = 120;
 
 async function lossAndGradients(packing: 'tree' | 'rows', batch = samples(), microBatchTokens = DEFAULT_TRAIN_OPTIONS.microBatchTokens): Promise<{ loss: number; grads: Float32Array[]; microBatches: number }> {
   const params = toParams(initWeights(cfg, 4), true);
