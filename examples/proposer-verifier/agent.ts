@@ -1,7 +1,7 @@
 /**
  * A two-model team: the proposer answers an arithmetic question (it may call `calc`), the verifier checks the
- * proposed answer (its `calc` also checks a claim: `2600==34*80` gives false) and says accept or reject. The environment (this script) knows the
- * answer and rewards each role separately:
+ * proposed answer (its `calc` also checks a claim: `34*80==2600` gives false) and says accept or reject. The
+ * environment (this script) knows the answer and rewards each role separately:
  *   proposer: 1 when its answer is right;  verifier: 1 when its verdict is right (accept a right answer, reject a
  *   wrong one). The team succeeds when a right answer is accepted.
  * Attach with `--team proposer=MODEL_A,verifier=MODEL_B`; the runner sets OPENAI_*_PROPOSER / _VERIFIER.

@@ -60,9 +60,9 @@ function proposalFor(task: CalcTask, rand: () => number, rightShare: number): { 
 
 /**
  * The verifier's part of a team episode: a proposal (right in `rightShare` of them, else off by a little), the
- * verifier's check of it with `calc` (`2600==34*80`) and the tool's true or false, then a verdict that follows the
- * check in `followShare` of them. A warm start that checks always and follows the check sometimes: RL has to make
- * it follow (and check rightly: a miscopied check says false of a right proposal).
+ * verifier's check of it with `calc` (`34*80==2600`) and the tool's true or false, then a verdict that follows the
+ * check in `followShare` of them. A warm start that always checks and mostly follows: RL has to make it follow (and
+ * copy its checks rightly: a miscopied check says false of a right proposal).
  */
 export function verifierDemonstration(task: CalcTask, rand: () => number, rightShare: number, followShare: number): ChatMessage[] {
   const { proposal, right } = proposalFor(task, rand, rightShare);
