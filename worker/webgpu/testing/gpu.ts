@@ -43,11 +43,17 @@ export class BackendInitError extends Error {
 export async function runOn(backend: string, inputs: { data: Float32Array; shape: number[] }[], f: (...xs: tf.Tensor[]) => tf.Tensor | tf.Tensor[]): Promise<Float32Array[]> {
   if (!(await tf.setBackend(backend))) throw new BackendInitError(`backend ${backend} did not initialise`);
   const xs = inputs.map((i) => tf.tensor(i.data, i.shape));
-  const out = f(...xs);
-  const outs = Array.isArray(out) ? out : [out];
-  const values = await Promise.all(outs.map(async (o) => (await o.data()) as Float32Array));
-  tf.dispose([...xs, ...outs]);
-  return values;
+  try {
+    const out = f(...xs);
+    const outs = Array.isArray(out) ? out : [out];
+    try {
+      return await Promise.all(outs.map(async (o) => (await o.data()) as Float32Array));
+    } finally {
+      tf.dispose(outs);
+    }
+  } finally {
+    tf.dispose(xs); // also when f throws (a refusal test): its inputs must not outlive it
+  }
 }
 
 /** Largest |a − b| / (atol + rtol·|b|) over all elements: ≤ 1 means within tolerance. */
