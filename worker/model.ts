@@ -26,9 +26,9 @@ import { HostKvCache } from './kv-cache.ts';
 import type { DecoderConfig, NamedTensors } from './common/engine.ts';
 import { seededRandom } from './common/random.ts';
 import { ourKernelRuns } from './webgpu/gpu.ts';
-import { rmsNorm as rmsNormKernel, RMS_NORM_KERNEL } from './webgpu/rms-norm.ts';
+import { rmsNorm as fusedRmsNorm } from './webgpu/rms-norm.ts';
 import { applyRope as ropeKernel, ROPE_KERNEL } from './webgpu/rope.ts';
-import { swiglu as swigluKernel, SWIGLU_KERNEL } from './webgpu/swiglu.ts';
+import { swiglu } from './webgpu/swiglu.ts';
 
 // ---------------------------------------------------------------------------------------------------------------
 // Parameters: names, shapes, initialisation
@@ -187,11 +187,6 @@ export function rmsNorm<T extends tf.Tensor>(x: T, w: tf.Tensor, eps: number): T
   return tf.mul(tf.mul(x, tf.rsqrt(tf.add(ms, eps))), w) as T;
 }
 
-/** The forward's RMSNorm: our kernel on webgpu (one dispatch), the composition above elsewhere. */
-function norm<T extends tf.Tensor>(x: T, w: tf.Tensor, eps: number): T {
-  return ourKernelRuns(RMS_NORM_KERNEL) ? rmsNormKernel(x, w, eps) : rmsNorm(x, w, eps);
-}
-
 // ---------------------------------------------------------------------------------------------------------------
 // RoPE, Hugging Face "rotate half" convention: dims i and i + hd/2 form a rotating pair with frequency theta^(-2i/hd).
 
@@ -244,7 +239,11 @@ export function applyRope(x: tf.Tensor4D, cos: tf.Tensor, sin: tf.Tensor): tf.Te
   return tf.add(tf.mul(x, cos4), tf.mul(tf.reshape(rot, [b, t, nh, hd]), sin4)) as tf.Tensor4D;
 }
 
-/** The forward's RoPE: our kernel on webgpu (one dispatch each way), the composition above elsewhere. */
+/**
+ * The forward's RoPE: our kernel on webgpu (one dispatch each way), the composition above elsewhere. (The forward's
+ * RMSNorm and SwiGLU call webgpu/'s ops directly: their fallback is this file's composition, op for op; RoPE's
+ * rotates by split and concat instead of R, so other backends keep applyRope here.)
+ */
 function rotate(x: tf.Tensor4D, cos: tf.Tensor, sin: tf.Tensor): tf.Tensor4D {
   return ourKernelRuns(ROPE_KERNEL) ? ropeKernel(x, cos, sin) : applyRope(x, cos, sin);
 }
@@ -351,7 +350,7 @@ function projectHeads(x: tf.Tensor2D, weight: tf.Tensor2D, bias: tf.Tensor1D | n
 function keysAndValues(cfg: DecoderConfig, w: LayerWeights, x: tf.Tensor2D, b: number, t: number, rope: { cos: tf.Tensor; sin: tf.Tensor }): LayerKv {
   const kvh = cfg.num_key_value_heads;
   let k = projectHeads(x, w.k, w.kBias, b, t, kvh, cfg.head_dim);
-  if (w.kNorm) k = norm(k, w.kNorm, cfg.rms_norm_eps);
+  if (w.kNorm) k = fusedRmsNorm(k, w.kNorm, cfg.rms_norm_eps);
   return { k: rotate(k, rope.cos, rope.sin), v: projectHeads(x, w.v, w.vBias, b, t, kvh, cfg.head_dim) };
 }
 
@@ -367,7 +366,7 @@ export function attention(cfg: DecoderConfig, w: LayerWeights, x: tf.Tensor2D, b
   const hd = cfg.head_dim;
   const rep = h / kvh;
   let q = projectHeads(x, w.q, w.qBias, b, t, h, hd); // [B, T, H, hd]
-  if (w.qNorm) q = norm(q, w.qNorm, cfg.rms_norm_eps); // Qwen3: per-head norm before RoPE
+  if (w.qNorm) q = fusedRmsNorm(q, w.qNorm, cfg.rms_norm_eps); // Qwen3: per-head norm before RoPE
   q = tf.mul(rotate(q, rope.cos, rope.sin), 1 / Math.sqrt(hd)) as tf.Tensor4D; // pre-scaled
   const { k, v } = keysAndValues(cfg, w, x, b, t, rope); // [B, T, KVH, hd]
   if (kvOut) kvOut.push({ k: tf.keep(k), v: tf.keep(v) });
@@ -393,17 +392,15 @@ export function attention(cfg: DecoderConfig, w: LayerWeights, x: tf.Tensor2D, b
 
 export function mlp(w: LayerWeights, x: tf.Tensor2D): tf.Tensor2D {
   const g = linear(x, w.gate); // [N, I]
-  // silu(g)·up: our kernel on webgpu (one dispatch for three), the composition elsewhere.
-  const gated = ourKernelRuns(SWIGLU_KERNEL) ? swigluKernel(g, linear(x, w.up)) : tf.mul(tf.mul(g, tf.sigmoid(g)), linear(x, w.up));
-  return linear(gated as tf.Tensor2D, w.down); // [N, D]
+  return linear(swiglu(g, linear(x, w.up)), w.down); // silu(g)·up: one kernel on webgpu, tf's composition elsewhere
 }
 
 // ---------------------------------------------------------------------------------------------------------------
 // Block (pre-norm residual) and model
 
 export function block(cfg: DecoderConfig, w: LayerWeights, x: tf.Tensor2D, b: number, t: number, rope: { cos: tf.Tensor; sin: tf.Tensor }, kvOut: LayerKv[] | null, tree: TreeLayout | null = null, trunk: LayerTrunk | null = null): tf.Tensor2D {
-  x = tf.add(x, attention(cfg, w, norm(x, w.inputNorm, cfg.rms_norm_eps), b, t, rope, kvOut, tree, trunk));
-  return tf.add(x, mlp(w, norm(x, w.postNorm, cfg.rms_norm_eps)));
+  x = tf.add(x, attention(cfg, w, fusedRmsNorm(x, w.inputNorm, cfg.rms_norm_eps), b, t, rope, kvOut, tree, trunk));
+  return tf.add(x, mlp(w, fusedRmsNorm(x, w.postNorm, cfg.rms_norm_eps)));
 }
 
 /**
@@ -471,13 +468,13 @@ function hiddenStates(cfg: DecoderConfig, w: ModelWeights, ids: Int32Array, b: n
   let x = gatherRows(w.embed, ids); // [B·T, D]
   for (const [l, layer] of w.layers.entries()) {
     if (keysOnly && l === w.layers.length - 1) {
-      const { k, v } = keysAndValues(cfg, layer, norm(x, layer.inputNorm, cfg.rms_norm_eps), b, t, rope);
+      const { k, v } = keysAndValues(cfg, layer, fusedRmsNorm(x, layer.inputNorm, cfg.rms_norm_eps), b, t, rope);
       trunk.keep?.push({ k: groupHeads(k), v: groupHeads(v) });
       return x;
     }
     x = block(cfg, layer, x, b, t, rope, kvOut, tree, { before: trunk.before?.[l] ?? null, keep: trunk.keep ?? null });
   }
-  return norm(x, w.norm, cfg.rms_norm_eps);
+  return fusedRmsNorm(x, w.norm, cfg.rms_norm_eps);
 }
 
 /**
