@@ -76,6 +76,18 @@ export function disposeDeviceDecodeWeights(w: DeviceDecodeWeights): void {
   tf.dispose([w.qkScale, w.rotate, w.unit, ...w.qkNorm.filter((t): t is tf.Tensor2D => t !== null)]);
 }
 
+/** The logits of each prompt's last position, from a right-padded forward's [B·T, V]: [B, V]. */
+function promptEnds(logits: tf.Tensor2D, prompts: number[][], t: number): tf.Tensor2D {
+  return tf.gather(logits, tf.tensor1d(Int32Array.from(prompts, (p, row) => row * t + p.length - 1), 'int32')) as tf.Tensor2D;
+}
+
+/** Read logits [n, V] back and release them. */
+async function readLogits(logits: tf.Tensor): Promise<Float32Array> {
+  const data = (await logits.data()) as Float32Array;
+  logits.dispose();
+  return data;
+}
+
 /** Prefill prompts in one right-padded forward (as model.ts's prefillBatch): per prompt a device cache and its last logits [V]. */
 export async function prefillOnDevice(cfg: DecoderConfig, w: ModelWeights, prompts: number[][]): Promise<{ cache: TensorKvCache; logits: Float32Array }[]> {
   const { ids, b, t } = paddedPrompts(cfg, prompts);
@@ -84,7 +96,6 @@ export async function prefillOnDevice(cfg: DecoderConfig, w: ModelWeights, promp
   const last = tf.tidy(() => {
     const kv: LayerKv[] = [];
     const logits = forward(cfg, w, ids, b, t, kv); // [B·T, V]
-    const lastRows = Int32Array.from(prompts, (p, row) => row * t + p.length - 1);
     caches = prompts.map((p, row) => {
       // [1, len, KVH, hd] → [KVH, len, hd]
       const rows = (x: tf.Tensor4D) => tf.keep(tf.transpose(tf.reshape(tf.slice(x, [row, 0, 0, 0], [1, p.length, -1, -1]), [p.length, kvh, hd]), [1, 0, 2]) as tf.Tensor3D);
@@ -95,10 +106,9 @@ export async function prefillOnDevice(cfg: DecoderConfig, w: ModelWeights, promp
       );
     });
     tf.dispose(kv.flatMap((l) => [l.k, l.v])); // kept by attention(); the slices above are copies
-    return tf.gather(logits, tf.tensor1d(lastRows, 'int32')) as tf.Tensor2D;
+    return promptEnds(logits, prompts, t);
   });
-  const data = (await last.data()) as Float32Array;
-  last.dispose();
+  const data = await readLogits(last);
   const vocab = cfg.vocab_size;
   return caches.map((cache, row) => ({ cache, logits: data.slice(row * vocab, (row + 1) * vocab) }));
 }
@@ -152,13 +162,6 @@ function checkContext(cfg: DecoderConfig, lengths: number[]): void {
   for (const length of lengths) {
     if (length >= cfg.max_position_embeddings) throw new ContextLengthError(`sequence reached the context of ${cfg.max_position_embeddings}`);
   }
-}
-
-/** Read logits [n, V] back and release them. */
-async function readLogits(logits: tf.Tensor): Promise<Float32Array> {
-  const data = (await logits.data()) as Float32Array;
-  logits.dispose();
-  return data;
 }
 
 /**
@@ -237,7 +240,7 @@ export async function prefillPaged(cfg: DecoderConfig, w: ModelWeights, pool: Pa
       const rows = (x: tf.Tensor4D) => tf.reshape(x, [b * t, kvh, hd]) as tf.Tensor3D;
       kv.forEach((l, layer) => pagedAppend(pool.layers[layer], rows(l.k), rows(l.v), slotsT, { kStride: kvh, kOff: 0, vStride: kvh, vOff: 0 }));
       tf.dispose(kv.flatMap((l) => [l.k, l.v])); // kept by attention(); written into the pool above
-      return tf.gather(logits, tf.tensor1d(Int32Array.from(prompts, (p, row) => row * t + p.length - 1), 'int32')) as tf.Tensor2D;
+      return promptEnds(logits, prompts, t);
     });
     const data = await readLogits(last);
     const vocab = cfg.vocab_size;
