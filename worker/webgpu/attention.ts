@@ -48,7 +48,7 @@
  */
 import * as tf from '@tensorflow/tfjs';
 import type { TreeLayout } from '../prefix-tree.ts';
-import { asWebGpu, checkBindable, dispatch, GRID_BUILTINS, gridFor, ourKernelRuns } from './gpu.ts';
+import { asWebGpu, checkBindable, dispatch, GRID_BUILTINS, gridFor, ourKernelRuns, rowLanes, type RowLanes } from './gpu.ts';
 
 export const ATTENTION_KERNEL = 'AgentJetAttention';
 export const ATTENTION_GRAD_KERNEL = 'AgentJetAttentionGrad';
@@ -89,26 +89,9 @@ export class TreeLayoutError extends Error {
 /** `tiles`: workgroups per group; `width`: elements (vec4 or f32) per row, the bound of the loops over a row. */
 const UNIFORMS = `struct U { groups : i32, rows : i32, keys : i32, rep : i32, queryOffset : i32, tiles : i32, width : i32, pad0 : i32, };`;
 
-/**
- * How a row of hd floats is held: as hd/4 vec4s where hd is a multiple of 4 (every model's; a quarter of the load
- * instructions, `dot` and vector fma), else as hd f32s. Storage, tiles and per-thread rows all use the same type.
- */
-interface Lanes {
-  /** WGSL type of one element. */
-  t: string;
-  /** Elements per row. */
-  n: number;
-  /** Element a · element b, summed over its lanes. */
-  dot: (a: string, b: string) => string;
-}
-
-function lanesOf(hd: number): Lanes {
-  return hd % 4 === 0 ? { t: 'vec4<f32>', n: hd / 4, dot: (a, b) => `dot(${a}, ${b})` } : { t: 'f32', n: hd, dot: (a, b) => `${a} * ${b}` };
-}
-
 /** Dot product of a row held per thread (`row`, a var<private>) and a row of a workgroup tile at element `base`. */
 const dot = (row: string, tile: string, base: string) => `dot_${row}_${tile}(${base})`;
-function dotFn(L: Lanes, row: string, tile: string): string {
+function dotFn(L: RowLanes, row: string, tile: string): string {
   return `fn dot_${row}_${tile}(base : i32) -> f32 {
   var s = 0.0;
   for (var d = 0; d < u.width; d++) { s += ${L.dot(`${row}[d]`, `${tile}[base + d]`)}; }
@@ -133,7 +116,7 @@ function bindingsWgsl(buffers: Binding[]): string {
  * rule (see the header), the layout's input bound last.
  */
 function rowsWgsl(hd: number, grad: boolean, tree: boolean): string {
-  const L = lanesOf(hd);
+  const L = rowLanes(hd);
   const n = L.n;
   const keyTile = keyTileOf(hd, tree);
   const wg = ROWS_PER_WORKGROUP;
@@ -256,7 +239,7 @@ fn main(${GRID_BUILTINS}) {
  * position endⱼ, and the workgroup's at its keys' largest (see the header).
  */
 function keysWgsl(hd: number, tree: boolean): string {
-  const L = lanesOf(hd);
+  const L = rowLanes(hd);
   const n = L.n;
   const rowTile = tileRows(2 * hd + 2);
   const wg = KEYS_PER_WORKGROUP;
@@ -372,7 +355,7 @@ function shapeOf(q: tf.TensorInfo, k: tf.TensorInfo, v: tf.TensorInfo, queryOffs
 }
 
 function uniforms(s: Shape, tiles: number): { i32: number }[] {
-  return [s.groups, s.rows, s.keys, s.rep, s.queryOffset, tiles, lanesOf(s.hd).n].map((i32) => ({ i32 }));
+  return [s.groups, s.rows, s.keys, s.rep, s.queryOffset, tiles, rowLanes(s.hd).n].map((i32) => ({ i32 }));
 }
 
 const subtreeEndsCache = new WeakMap<TreeLayout, Int32Array>();

@@ -188,6 +188,23 @@ export const FLAT_INDEX = `i32((wid.y * nwg.x + wid.x) * ${ELEMENTWISE_WORKGROUP
 /** WGSL entry-point parameters that FLAT_INDEX and per-workgroup row indices read. */
 export const GRID_BUILTINS = '@builtin(local_invocation_index) li : u32, @builtin(workgroup_id) wid : vec3<u32>, @builtin(num_workgroups) nwg : vec3<u32>';
 
+/**
+ * How a row of hd floats is held: as hd/4 vec4s where hd is a multiple of 4 (every model's; a quarter of the load
+ * instructions, `dot` and vector fma), else as hd f32s. Storage, tiles and per-thread rows all use the same type.
+ */
+export interface RowLanes {
+  /** WGSL type of one element. */
+  t: string;
+  /** Elements per row. */
+  n: number;
+  /** Element a · element b, summed over its lanes. */
+  dot: (a: string, b: string) => string;
+}
+
+export function rowLanes(hd: number): RowLanes {
+  return hd % 4 === 0 ? { t: 'vec4<f32>', n: hd / 4, dot: (a, b) => `dot(${a}, ${b})` } : { t: 'f32', n: hd, dot: (a, b) => `${a} * ${b}` };
+}
+
 /** Whether the active backend is webgpu with `kernelName` registered (our ops take tf's composition elsewhere). */
 export function ourKernelRuns(kernelName: string): boolean {
   return tf.getBackend() === 'webgpu' && tf.getKernel(kernelName, 'webgpu') !== undefined;

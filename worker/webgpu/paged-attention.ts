@@ -17,8 +17,8 @@
  * one batch of short contexts leaves most of a GPU idle either way, the step being dispatch-bound; untuned for GPUs.
  */
 import * as tf from '@tensorflow/tfjs';
-import { asWebGpu, dispatch, GRID_BUILTINS, gridFor, ourKernelRuns } from './gpu.ts';
-import { lanes, PAGE_SLOTS, PAGED_APPEND_KERNEL, pagedStats, PagedKvShapeError } from './paged-kv-cache.ts';
+import { asWebGpu, dispatch, GRID_BUILTINS, gridFor, ourKernelRuns, rowLanes } from './gpu.ts';
+import { PAGE_SLOTS, PAGED_APPEND_KERNEL, pagedStats, PagedKvShapeError } from './paged-kv-cache.ts';
 
 export const PAGED_ATTENTION_KERNEL = 'AgentJetPagedAttention';
 
@@ -36,8 +36,7 @@ export function pagedAttentionFits(hd: number, rep: number): boolean {
 }
 
 function attentionWgsl(hd: number, rep: number): string {
-  const { t, n } = lanes(hd);
-  const dot = t === 'f32' ? (a: string, b: string) => `${a} * ${b}` : (a: string, b: string) => `dot(${a}, ${b})`;
+  const { t, n, dot } = rowLanes(hd);
   // Outputs (r, d) of the workgroup's rep heads, spread over its threads.
   const perThread = Math.ceil((rep * n) / TILE);
   return `struct U { kvh : i32, width : i32, tableWidth : i32, qStride : i32, kStride : i32, kOff : i32, vStride : i32, vOff : i32, batch : i32, perThread : i32, pad0 : i32, pad1 : i32, };
@@ -179,7 +178,7 @@ export function registerPagedAttention(): void {
         pagedAttentionFits(hd, rep) &&
         [q, k, v, pool].every((x) => x.dtype === 'float32');
       if (!ok) throw new PagedKvShapeError(`paged attention wants float32 q [B, ≥ H, hd], k and v [B, stride, hd] holding KVH heads from their offsets, a pool [pages, 2, KVH, ${PAGE_SLOTS}, hd], an int32 table [B, 1 + width], H a multiple of KVH with rep · hd within workgroup memory; got ${q.shape}, ${k.shape}, ${v.shape}, ${pool.shape}, ${table.shape} (${JSON.stringify(a)})`);
-      const { n } = lanes(hd);
+      const { n } = rowLanes(hd);
       const y = dispatch(asWebGpu(backend), {
         key: `paged-attention-${hd}-${rep}`,
         wgsl: () => attentionWgsl(hd, rep),

@@ -18,7 +18,7 @@
  * fit), and the pages the caller asks for (PagedKvPoolFullError names it when a batch needs more than are free).
  */
 import * as tf from '@tensorflow/tfjs';
-import { asWebGpu, dispatch, ELEMENTWISE_WORKGROUP, FLAT_INDEX, GRID_BUILTINS, gridFor } from './gpu.ts';
+import { asWebGpu, dispatch, ELEMENTWISE_WORKGROUP, FLAT_INDEX, GRID_BUILTINS, gridFor, rowLanes } from './gpu.ts';
 
 /**
  * Positions per page: at most PAGE_SLOTS − 1 positions of room are wasted per sequence, and a 32k context's page
@@ -145,11 +145,8 @@ export class PagedKvPool {
 /** Threads per append workgroup: one per element, as gpu.ts's elementwise shaders. */
 const APPEND_WORKGROUP = ELEMENTWISE_WORKGROUP;
 
-/** Element type and elements per row: vec4s where hd is a multiple of 4 (every model's), else f32s. */
-export const lanes = (hd: number) => (hd % 4 === 0 ? { t: 'vec4<f32>', n: hd / 4 } : { t: 'f32', n: hd });
-
 function appendWgsl(hd: number): string {
-  const { t } = lanes(hd);
+  const { t } = rowLanes(hd);
   return `struct U { rows : i32, kvh : i32, width : i32, kStride : i32, kOff : i32, vStride : i32, vOff : i32, pad0 : i32, };
 @group(0) @binding(0) var<storage, read_write> unused : array<f32>;
 @group(0) @binding(1) var<storage, read_write> pool : array<${t}>;
@@ -213,7 +210,7 @@ export function registerPagedAppend(): void {
         slots.dtype === 'int32' &&
         [pool, k, v].every((t) => t.dtype === 'float32');
       if (!ok) throw new PagedKvShapeError(`paged append wants a pool [pages, 2, KVH, ${PAGE_SLOTS}, hd], k and v [rows, stride, hd] holding KVH heads from their offset, int32 slots [rows]; got ${pool.shape}, ${k.shape}, ${v.shape}, ${slots.shape} (${JSON.stringify(a)})`);
-      const { n } = lanes(hd);
+      const { n } = rowLanes(hd);
       const out = dispatch(asWebGpu(backend), {
         key: `paged-append-${hd}`,
         wgsl: () => appendWgsl(hd),
