@@ -39,7 +39,7 @@
  * Bounds: float32 only; hd ≤ MAX_HEAD_DIM (each thread keeps its row in private arrays of hd floats); tensors
  * within the device's storage binding (gpu.ts refuses larger ones by name); the grid within 65,535² workgroups.
  * Not done here: f16 storage, dropout, sliding windows, decoding (a few query rows would idle most of a 64-row
- * workgroup; decoding attends with tf ops, worker/tensor-decode.ts). Untuned for GPUs: none was at hand when this was
+ * workgroup; decoding attends over the paged KV cache, paged-attention.ts). Untuned for GPUs: none was at hand when this was
  * written; it is checked and timed on lavapipe (`npm run bench -- webgpu-attention`). A GPU may keep the per-thread
  * arrays in memory rather than registers, since they are indexed by a loop variable it cannot unroll.
  *

@@ -6,7 +6,7 @@
  * - RMSNorm, RoPE and SwiGLU are new kernels (AgentJet*), reached through the ops in rms-norm.ts, rope.ts and
  *   swiglu.ts (which take tf's composition on other backends);
  * - causal attention, forward and gradient, is a pair of new kernels (attention.ts), which worker/causal-attention.ts
- *   runs for the plain causal case;
+ *   runs for causal and tree-packed samples alike;
  * - the paged KV cache's append (paged-kv-cache.ts) and decode attention over it (paged-attention.ts), which
  *   worker/tensor-decode.ts's paged decoding runs.
  */
