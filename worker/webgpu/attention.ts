@@ -39,9 +39,9 @@
  * Bounds: float32 only; hd ≤ MAX_HEAD_DIM (each thread keeps its row in private arrays of hd floats); tensors
  * within the device's storage binding (gpu.ts refuses larger ones by name); the grid within 65,535² workgroups.
  * Not done here: f16 storage, dropout, sliding windows, decoding (a few query rows would idle most of a 64-row
- * workgroup; decoding attends over the paged KV cache, paged-attention.ts). Untuned for GPUs: none was at hand when this was
- * written; it is checked and timed on lavapipe (`npm run bench -- webgpu-attention`). A GPU may keep the per-thread
- * arrays in memory rather than registers, since they are indexed by a loop variable it cannot unroll.
+ * workgroup; decoding attends over the paged KV cache, paged-attention.ts). Untuned for GPUs: none was at hand when
+ * this was written; it is checked and timed on lavapipe (`npm run bench -- webgpu-attention`). A GPU may keep the
+ * per-thread arrays in memory rather than registers, since they are indexed by a loop variable it cannot unroll.
  *
  * Two shaders here write two buffers each, and gpu.ts's dispatch makes one output: the other (the forward's
  * logsumexp, the dK/dV kernel's dV) is made here and bound as an input the shader declares read_write.
