@@ -48,7 +48,7 @@
  */
 import * as tf from '@tensorflow/tfjs';
 import type { TreeLayout } from '../prefix-tree.ts';
-import { asWebGpu, checkBindable, dispatch, GRID_BUILTINS, gridFor, ourKernelRuns, rowLanes, type RowLanes } from './gpu.ts';
+import { asWebGpu, checkBindable, dispatch, GRID_BUILTINS, gridFor, ourKernelRuns, rowLanes, type RowLanes, WORKGROUP_FLOATS } from './gpu.ts';
 
 export const ATTENTION_KERNEL = 'AgentJetAttention';
 export const ATTENTION_GRAD_KERNEL = 'AgentJetAttentionGrad';
@@ -60,8 +60,6 @@ export const MAX_HEAD_DIM = 256;
 const ROWS_PER_WORKGROUP = 64;
 /** Keys per dK/dV workgroup, one thread each (as above). */
 const KEYS_PER_WORKGROUP = 64;
-/** Floats of workgroup memory a kernel may use: WebGPU's guaranteed 16 KiB (maxComputeWorkgroupStorageSize). */
-const WORKGROUP_FLOATS = 16_384 / 4;
 /** Longest tile streamed through workgroup memory: each thread keeps a value or two per tile row in private arrays. */
 const MAX_TILE = 64;
 

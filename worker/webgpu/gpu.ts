@@ -179,6 +179,12 @@ export function dispatch(gpu: WebGpuBackend, d: Dispatch): tf.TensorInfo {
   return output;
 }
 
+/**
+ * Floats of workgroup memory a kernel may use: WebGPU's guaranteed 16 KiB (maxComputeWorkgroupStorageSize), so that
+ * the same tiles build on every adapter.
+ */
+export const WORKGROUP_FLOATS = 16_384 / 4;
+
 /** Threads per workgroup of the one-thread-per-element shaders. */
 export const ELEMENTWISE_WORKGROUP = 256;
 

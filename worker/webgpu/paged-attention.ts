@@ -17,15 +17,13 @@
  * one batch of short contexts leaves most of a GPU idle either way, the step being dispatch-bound; untuned for GPUs.
  */
 import * as tf from '@tensorflow/tfjs';
-import { asWebGpu, dispatch, GRID_BUILTINS, gridFor, ourKernelRuns, rowLanes } from './gpu.ts';
+import { asWebGpu, dispatch, GRID_BUILTINS, gridFor, ourKernelRuns, rowLanes, WORKGROUP_FLOATS } from './gpu.ts';
 import { PAGE_SLOTS, PAGED_APPEND_KERNEL, pagedStats, PagedKvShapeError } from './paged-kv-cache.ts';
 
 export const PAGED_ATTENTION_KERNEL = 'AgentJetPagedAttention';
 
 /** Threads per workgroup, and keys per tile (a thread per key; a common GPU wave or two). */
 const TILE = 64;
-/** Floats of workgroup memory a kernel may use: WebGPU's guaranteed 16 KiB (maxComputeWorkgroupStorageSize). */
-const WORKGROUP_FLOATS = 16_384 / 4;
 
 /** Workgroup floats: the rep query rows, rep scores per tile key, the tile's row indices, and per head max/sum/rescale. */
 const workgroupFloats = (hd: number, rep: number) => rep * hd + rep * TILE + TILE + 3 * rep;
