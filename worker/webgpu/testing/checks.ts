@@ -29,6 +29,8 @@ export interface Check {
 type Inputs = { data: Float32Array; shape: number[] }[];
 
 const size = (shape: number[]) => shape.reduce((p, d) => p * d, 1);
+/** Largest |entry|: gradients' tolerances scale with it. */
+const maxAbs = (x: Float32Array) => x.reduce((a, b) => Math.max(a, Math.abs(b)), 0);
 
 /** cpu result of `want`, webgpu result of `got`, on the same inputs: the worst ratio per output. */
 async function compare(inputs: Inputs, want: (...xs: tf.Tensor[]) => tf.Tensor | tf.Tensor[], got: (...xs: tf.Tensor[]) => tf.Tensor | tf.Tensor[], atol: number, rtol: number): Promise<number> {
@@ -122,7 +124,7 @@ export async function matmulGradientCheck(kernel: MatmulKernel): Promise<Check> 
   // Three chained products: the error scales with the gradient's largest entry (measured on lavapipe: 2e-7 of it
   // in f32, 4e-4 in f16), so the tolerance is a fraction of that.
   const fraction = kernel === 'tiled-f16' ? 2e-3 : 1e-5;
-  const ratio = Math.max(...got.map((g, i) => worstRatio(g, want[i], fraction * Math.max(...want[i].map(Math.abs)), 0)));
+  const ratio = Math.max(...got.map((g, i) => worstRatio(g, want[i], fraction * maxAbs(want[i]), 0)));
   return { name: `matmul gradient ${kernel}`, ratio };
 }
 
@@ -343,8 +345,6 @@ export const ATTENTION_FORWARD_TOL = { atol: 2e-6, rtol: 1e-5 };
  * gradient's check does): this fraction of it.
  */
 export const ATTENTION_GRAD_FRACTION = 1e-5;
-
-const maxAbs = (x: Float32Array) => x.reduce((a, b) => Math.max(a, Math.abs(b)), 0);
 
 /**
  * One case: y, dq, dk and dv against the cpu's, and whether webgpu took the fused kernels (a forward for y, one for
