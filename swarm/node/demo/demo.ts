@@ -465,7 +465,8 @@ function trainClientName(plan: DemoPlan, task: DemoTask): string {
  * `options.steps` steps. The runner's fair share starts the tasks' episodes in proportion to their weights; each
  * task may hold every slot of a batch's worth in flight (the runner's own limit caps them together), so that a task
  * whose episodes take longer is not held below its weight (with slots shared by weight, the calculator's longer
- * episodes got it ~24% of a 1 : 2 cocktail's starts instead of 33%, and 20% of the trained episodes). A team's models train side by side, each on its own role's episodes.
+ * episodes got it ~24% of a 1 : 2 cocktail's starts instead of 33%, and 20% of the trained episodes). A team's
+ * models train side by side, each on its own role's episodes.
  */
 async function train(
   runtime: PeerRuntime,
