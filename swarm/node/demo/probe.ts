@@ -41,11 +41,14 @@ async function engineTurn(engine: TrainerEngine, messages: ChatMessage[], option
   return tokenizer.decode(result.tokens.map((t) => t.id).filter((id) => id !== IM_END_ID));
 }
 
+/** One turn of a conversation that declares the calculator's tool, parsed as the gateway parses it (up to 64 tokens). */
+async function calculatorTurn(engine: TrainerEngine, messages: ChatMessage[], temperature: number, seed: number) {
+  const text = await engineTurn(engine, messages, { tools: [CALC_TOOL], temperature, seed, maxTokens: 64 });
+  return parseAssistantOutput(text, 'hermes', { newToolCallId: () => 'call_0' });
+}
+
 export async function probeCalculator(engine: TrainerEngine, tasks: CalcTask[], temperature: number, seed = 1): Promise<ProbeResult> {
-  const turn = async (messages: ChatMessage[], i: number) => {
-    const text = await engineTurn(engine, messages, { tools: [CALC_TOOL], temperature, seed: seed * 100_003 + i, maxTokens: 64 });
-    return parseAssistantOutput(text, 'hermes', { newToolCallId: () => 'call_0' });
-  };
+  const turn = (messages: ChatMessage[], i: number) => calculatorTurn(engine, messages, temperature, seed * 100_003 + i);
   const outcomes = await Promise.all(
     tasks.map(async (task, i) => {
       const messages = firstMessages(task);
@@ -132,13 +135,13 @@ export interface VerifierProbeResult {
   acceptedIfWrong: number;
 }
 
-/** The team's verifier on half-right proposals (the warm start's mix), scored as the team agent scores it. */
+/**
+ * The team's verifier on half-right proposals (the wrong ones 1 to 10 above the answer; the warm start's are above
+ * or below), scored as the team agent scores it.
+ */
 export async function probeVerifier(engine: TrainerEngine, tasks: CalcTask[], temperature: number, seed = 1): Promise<VerifierProbeResult> {
   const rand = rng(seed);
-  const turn = async (messages: ChatMessage[], i: number) => {
-    const text = await engineTurn(engine, messages, { tools: [CALC_TOOL], temperature, seed: seed * 100_003 + i, maxTokens: 64 });
-    return parseAssistantOutput(text, 'hermes', { newToolCallId: () => 'call_0' });
-  };
+  const turn = (messages: ChatMessage[], i: number) => calculatorTurn(engine, messages, temperature, seed * 100_003 + i);
   const outcomes = await Promise.all(
     tasks.map(async (task, i) => {
       const right = rand() < 0.5;
