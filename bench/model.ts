@@ -16,7 +16,7 @@
  */
 import * as tf from '@tensorflow/tfjs';
 import { decoderTensorShapes } from '../worker/checkpoint/decoder-tensors.ts';
-import type { DecoderConfig, NamedTensors, SamplingParams } from '../worker/common/engine.ts';
+import type { DecoderConfig, NamedTensors, SamplingParams, TrainOptions, TrainSample } from '../worker/common/engine.ts';
 import { selectBackend } from '../worker/backend.ts';
 import { cannotHold } from '../worker/backend-probe.ts';
 import { createEngineFromWeights } from '../worker/engine.ts';
@@ -219,9 +219,42 @@ async function matmulTflops(): Promise<{ tflops: number; n: number }> {
 }
 
 /**
+ * Training throughput in mixed precision (EngineInit.precision 'mixed': f16 products, f32 master weights and
+ * optimizer) on a fresh engine over the same weights, samples and options as the f32 figure: a warm-up step, then
+ * steps while they fit `budgetMs` (at least `minSteps`). Only on webgpu; elsewhere, or where the engine falls back
+ * to f32 (no shader-f16, a failed self-check), no figure and the reason. The caller closes its f32 engine first, so
+ * that two models' optimizer state never share the device.
+ */
+async function mixedTraining(ctx: BenchContext, backend: string, init: { name: string; config: DecoderConfig; weights: NamedTensors }, samples: TrainSample[], opts: Partial<TrainOptions>, budgetMs: number, minSteps = 1): Promise<{ tokensPerS: number | null; precision: string; skippedSteps: number }> {
+  if (backend !== 'webgpu') return { tokensPerS: null, precision: `n/a (mixed precision runs on webgpu only, the backend is ${backend})`, skippedSteps: 0 };
+  const engine = await createEngineFromWeights({ ...init, tokenizer: null, seed: 1, precision: 'mixed' });
+  try {
+    const report = engine.info.precision!;
+    if (report.active !== 'mixed') return { tokensPerS: null, precision: `f32 (${report.reason})`, skippedSteps: 0 };
+    let skippedSteps = (await engine.trainStep(samples, opts)).skippedStep ? 1 : 0; // warm-up: compiles the f16 shaders
+    let steps = 0;
+    let ms = 0;
+    while (steps < minSteps || ms + ms / steps < budgetMs) {
+      const step = await timed(() => engine.trainStep(samples, opts));
+      ms += step.wallMs;
+      steps++;
+      if (step.value.skippedStep) skippedSteps++;
+    }
+    const tokens = samples.reduce((a, x) => a + x.tokens.length, 0);
+    const tokensPerS = (steps * tokens) / (ms / 1000);
+    ctx.log(`train (mixed): ${steps} steps, ${tokensPerS.toFixed(1)} tokens/s, ${skippedSteps} skipped (loss scale overflow)`);
+    return { tokensPerS, precision: `mixed (${report.reason})`, skippedSteps };
+  } finally {
+    await engine.close();
+  }
+}
+
+/**
  * The engine at a real model's shapes, each phase bounded by `--budget-s` (so a CPU machine gets a few figures in
  * minutes, not hours, and says how few): matmul_tflops (best kernel, f32 and f16 where the backend has them),
- * train_tokens_per_s and train_mfu (engine.trainStep, optimizer included; MFU against the best f32 matmul),
+ * train_tokens_per_s and train_mfu (engine.trainStep, optimizer included; MFU against the best f32 matmul), the same
+ * in mixed precision on webgpu (train_tokens_per_s_mixed, train_mfu_mixed: against the same f32 peak, so that the
+ * two compare),
  * decode_tokens_per_s_1 and _32 (KV-cached greedy decoding, one sequence and DECODE_BATCH at once),
  * kernels_per_decode_step (tfjs kernels per decode step, by tf.profile).
  */
@@ -304,6 +337,8 @@ async function realModelBench(ctx: BenchContext, name: string): Promise<Record<s
   const kernelsOf = async (maxTokens: number) => (await tf.profile(async () => void (await engine.generate({ promptIds: prompt, sampling: greedy(maxTokens) })))).kernels.length;
   const kernelsPerStep = ((await kernelsOf(3)) - (await kernelsOf(1))) / 2;
   await engine.close();
+  // Half a phase's budget: the device suite's step (gpu-check.sh) gives this phase 30 s beside the others' 20 s each.
+  const mixed = await mixedTraining(ctx, backend, { name, config: cfg, weights: fastWeights(cfg, 1) }, samples, trainOpts, warm.wallMs > budgetMs ? 0 : budgetMs / 2);
 
   const result = {
     config: name,
@@ -320,11 +355,15 @@ async function realModelBench(ctx: BenchContext, name: string): Promise<Record<s
     train_tokens_per_s: round(trainTokensPerS, 2),
     train_mfu: round((6 * params * trainTokensPerS) / (bestF32 * 1e12), 4),
     train_shape: `${trainSteps} steps × ${shape.rows}×${shape.len} tokens`,
+    train_tokens_per_s_mixed: mixed.tokensPerS === null ? 'n/a' : round(mixed.tokensPerS, 2),
+    train_mfu_mixed: mixed.tokensPerS === null ? 'n/a' : round((6 * params * mixed.tokensPerS) / (bestF32 * 1e12), 4),
+    train_precision_mixed: mixed.precision,
+    train_skipped_steps_mixed: mixed.skippedSteps,
     decode_tokens_per_s_1: round(decode1, 2),
     decode_tokens_per_s_32: round(decode32, 2),
     decode_tokens_measured: `${one.tokens.length} alone, ${batchTokens} × ${DECODE_BATCH} together`,
     kernels_per_decode_step: kernelsPerStep,
-    our_matmuls: `${matmulStats.tiled} tiled, ${matmulStats.skinny} skinny, ${matmulStats.f16} f16, ${matmulStats.fallback} to tfjs`,
+    our_matmuls: `${matmulStats.tiled} tiled, ${matmulStats.skinny} skinny, ${matmulStats.f16} f16, ${matmulStats.mixed} mixed, ${matmulStats.fallback} to tfjs`,
     bounded: `each phase ≤ ${budgetMs / 1000} s${notes.length ? `; ${notes.join('; ')}` : ''}`,
     elapsed_s: round((performance.now() - started) / 1000),
   };
@@ -408,6 +447,7 @@ export default async function modelBench(ctx: BenchContext): Promise<Record<stri
     aloneTpsCpu = Math.max(aloneTpsCpu, alone.value.tokens.length / (alone.cpuMs / 1000));
   }
   await engine.close();
+  const mixed = await mixedTraining(ctx, backend, { name: 'bench', config: cfg, weights: initWeights(cfg, 1) }, samples, trainOpts, 0, steps);
   const matmuls = await matmulBatchingGain(cfg, 1, batch);
   ctx.log(`decode-step matmuls: ${matmuls.aloneMs.toFixed(2)} ms for 1 row, ${matmuls.togetherMs.toFixed(2)} ms for ${batch}`);
 
@@ -423,6 +463,9 @@ export default async function modelBench(ctx: BenchContext): Promise<Record<stri
     train_mfu_with_attention: round(trainMfuWithAttention, 3),
     train_mfu_cpu: round(trainMfuCpu, 3),
     mfu_flops: '6·N per token (N = all parameters); with_attention adds 12·L·d·T',
+    train_tokens_per_s_mixed: mixed.tokensPerS === null ? 'n/a' : round(mixed.tokensPerS),
+    train_mfu_mixed: mixed.tokensPerS === null ? 'n/a' : round((flopsPerToken * mixed.tokensPerS) / (gflops * 1e9), 3),
+    train_precision_mixed: mixed.precision,
     decode_tokens_per_s_cached: round(cachedTps),
     decode_tokens_per_s_uncached: round(uncachedTps),
     kv_cache_speedup: round(cachedTps / uncachedTps, 2),

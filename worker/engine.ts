@@ -9,10 +9,12 @@
 import * as tf from '@tensorflow/tfjs';
 import { readsSyncOnActiveBackend, selectBackend } from './backend.ts';
 import { EngineClosedError } from './common/protocol.ts';
-import type { BackendName, DecoderConfig, GeneratedToken, GenerateRequest, GenerateResult, LoraConfig, ModelInfo, NamedTensors, OptimizerState, TrainerEngine, TrainMetrics, TrainOptions, TrainSample } from './common/engine.ts';
+import type { BackendName, DecoderConfig, GeneratedToken, GenerateRequest, GenerateResult, LoraConfig, ModelInfo, NamedTensors, OptimizerState, PrecisionReport, TrainerEngine, TrainMetrics, TrainOptions, TrainPrecision, TrainSample } from './common/engine.ts';
 import { createLora, effectiveParams, loadPeftIntoLora, loraToPeft, loraVariables, mergedParams, type LoraState } from './lora.ts';
 import { countParameters, decodeHostWeights, decodeStep, type DecodeHostWeights, disposeDecodeHostWeights, extendStep, fromParams, fuseWeights, isLinearWeight, type ModelWeights, type Params, prefill, prefillBatch, toInternal, toParams, validateConfig } from './model.ts';
 import { AdamW, OptimizerStateError } from './optimizer.ts';
+import { LossScaler } from './loss-scale.ts';
+import { choosePrecision } from './precision.ts';
 import type { HostKvCache } from './kv-cache.ts';
 import { ContinuousBatcher, type DecoderRuntime, type Prefilled } from './sampler.ts';
 import { PrefixStore, sharedPrefixGroups } from './prefix-store.ts';
@@ -50,6 +52,14 @@ export interface EngineInit {
   prefixCacheBytes?: number;
   /** Bytes of the paged KV cache on the device (webgpu; allocated at the first prompt), shared by running sequences. */
   deviceKvCacheBytes?: number;
+  /**
+   * 'mixed': train with f16 products and f32 master weights, optimizer state and accumulation, with dynamic loss
+   * scaling, where the device allows (webgpu with shader-f16) and its self-check passes; otherwise f32, with the
+   * reason in `info.precision` (worker/precision.ts). Default 'f32'. Sampling and scoring stay f32 either way.
+   */
+  precision?: TrainPrecision;
+  /** Mixed precision's first loss scale (a power of two; default INITIAL_LOSS_SCALE, worker/loss-scale.ts). */
+  initialLossScale?: number;
   writer?: CheckpointWriter;
 }
 
@@ -93,11 +103,14 @@ export class LocalEngine implements TrainerEngine {
   private readonly prefixes: PrefixStore;
   /** The paged KV cache of device decoding on webgpu, made at the first prompt. */
   private kvPool: PagedKvPool | null = null;
+  /** Mixed precision's loss scale, kept across steps; null when training in f32. */
+  private readonly lossScaler: LossScaler | null;
   private closed = false;
 
   constructor(
     private readonly init: EngineInit,
     backend: ModelInfo['backend'],
+    precision: PrecisionReport = { requested: 'f32', active: 'f32', reason: 'requested' },
   ) {
     const cfg = init.config;
     validateConfig(cfg);
@@ -124,7 +137,9 @@ export class LocalEngine implements TrainerEngine {
       policyVersion: 0,
       lora: init.lora ?? null,
       backend,
+      precision,
     };
+    this.lossScaler = precision.active === 'mixed' ? new LossScaler(init.initialLossScale) : null;
     this.prefixes = new PrefixStore(init.prefixCacheBytes ?? DEFAULT_PREFIX_CACHE_BYTES);
     this.batcher = new ContinuousBatcher(readsSyncOnActiveBackend() ? this.hostDecoding() : pagedDecodingRuns(cfg) ? this.pagedDecoding() : this.deviceDecoding(), init.tokenizer);
   }
@@ -271,7 +286,7 @@ export class LocalEngine implements TrainerEngine {
     return this.batcher.exclusive(async () => {
       this.optimizer ??= new AdamW(this.trainable);
       const metrics = await trainStep(
-        { cfg: this.init.config, params: this.params, lora: this.lora, trainable: this.trainable, optimizer: this.optimizer, reference: this.reference },
+        { cfg: this.init.config, params: this.params, lora: this.lora, trainable: this.trainable, optimizer: this.optimizer, reference: this.reference, lossScaler: this.lossScaler },
         samples,
         opts,
         this.info.policyVersion + 1,
@@ -413,5 +428,5 @@ export class LocalEngine implements TrainerEngine {
 export async function createEngineFromWeights(init: EngineInit): Promise<LocalEngine> {
   // The engine reads asynchronously where the backend needs it (WebGPU under Node), so such backends qualify.
   const backend = await selectBackend(init.backend, { syncReads: false, modelParameters: countParameters(init.config) });
-  return new LocalEngine(init, backend);
+  return new LocalEngine(init, backend, await choosePrecision(init.precision ?? 'f32', backend));
 }

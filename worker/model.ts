@@ -26,6 +26,7 @@ import { HostKvCache } from './kv-cache.ts';
 import type { DecoderConfig, NamedTensors } from './common/engine.ts';
 import { seededRandom } from './common/random.ts';
 import { ourKernelRuns } from './webgpu/gpu.ts';
+import { f16MatmulsActive } from './webgpu/matmul.ts';
 import { rmsNorm as fusedRmsNorm } from './webgpu/rms-norm.ts';
 import { applyRope as ropeKernel, ROPE_KERNEL } from './webgpu/rope.ts';
 import { swiglu } from './webgpu/swiglu.ts';
@@ -139,7 +140,11 @@ export function toHuggingFace(name: string, t: { shape: number[]; data: Float32A
 /** tf.customGrad's function type (not exported by @tensorflow/tfjs). */
 type CustomGradientFunc = Parameters<typeof tf.customGrad>[0];
 
-/** y = x @ w for x [N, in], w [in, out]; the gradient transposes explicitly (fast path on wasm). */
+/**
+ * y = x @ w for x [N, in], w [in, out]; the gradient transposes explicitly (fast path on wasm), except in
+ * mixed-precision products (webgpu/matmul.ts withF16Matmuls), where the products transpose as they read: dx = dy · wᵀ
+ * then names w itself, so that it reads the weight's held f16 copy.
+ */
 export function linear(x: tf.Tensor2D, w: tf.Tensor2D): tf.Tensor2D {
   const f = tf.customGrad(((xIn: tf.Tensor, wIn: tf.Tensor, save: tf.GradSaveFunc) => {
     save([xIn, wIn]);
@@ -147,6 +152,7 @@ export function linear(x: tf.Tensor2D, w: tf.Tensor2D): tf.Tensor2D {
       value: tf.matMul(xIn as tf.Tensor2D, wIn as tf.Tensor2D),
       gradFunc: (dy: tf.Tensor, saved: tf.Tensor[]) => {
         const [xs, ws] = saved as tf.Tensor2D[];
+        if (f16MatmulsActive()) return [tf.matMul(dy as tf.Tensor2D, ws, false, true), tf.matMul(xs, dy as tf.Tensor2D, true, false)];
         return [tf.matMul(dy as tf.Tensor2D, tf.transpose(ws)), tf.matMul(tf.transpose(xs), dy as tf.Tensor2D)];
       },
     };

@@ -16,6 +16,12 @@
  * is forwarded twice (tfjs keeps no tape across calls: its first forward is a checkpoint) and backpropagated once,
  * and the loss and every gradient stay those of the samples trained one by one.
  *
+ * Mixed precision (TrainState.lossScaler, webgpu with shader-f16; worker/precision.ts decides): the forward and
+ * backward products read f16 (webgpu/matmul.ts withF16Matmuls; the master weights' f16 copies are refreshed after
+ * each optimizer step) and sum in f32; the loss is scaled (worker/loss-scale.ts) and the f32 gradients unscaled,
+ * accumulated, clipped and applied by AdamW in f32 as in f32 training. The step reads the gradients' norm before
+ * the optimizer runs (one more wait for the device) to skip a step whose gradients overflowed.
+ *
  * Alignment: the model's row position t predicts token t+1, so every per-token array is shifted by one
  * ("pred" alignment): pred[t] = sample[t + 1]. Sample position 0 is never predicted (its mask is 0 by contract).
  */
@@ -29,6 +35,8 @@ import { disposeKv, trunkInputs, trunkSurrogate } from './trunk.ts';
 import { type AdamW, clipScale, clipScaleOnDevice, globalNorm, globalNormSquared, learningRateAt } from './optimizer.ts';
 import { readsSyncOnActiveBackend } from './backend.ts';
 import { readScalars } from './read.ts';
+import type { LossScaler } from './loss-scale.ts';
+import { holdF16Copies, withF16Matmuls } from './webgpu/matmul.ts';
 
 export class InvalidSampleError extends Error {
   override name = 'InvalidSampleError';
@@ -62,6 +70,8 @@ export interface TrainState {
   optimizer: AdamW;
   /** Frozen weights for the KL term (effective weights at the time of the snapshot), or null. */
   reference: Params | null;
+  /** Present: train in mixed precision with this loss scaler (see the module comment); absent or null: f32. */
+  lossScaler?: LossScaler | null;
 }
 
 export function validateSamples(cfg: DecoderConfig, samples: TrainSample[]): void {
@@ -352,8 +362,10 @@ function accumulate(sums: (tf.Tensor | null)[], grads: (tf.Tensor | undefined)[]
  * by the batch-wide denominator, so the sum equals the gradient of the whole batch's loss whatever the packing.
  * A run of micro-batches behind a trunk goes: trunk keys (no gradient) → each micro-batch, its gradient taken for
  * the parameters and the trunk's keys → the trunk's own pass with the summed key gradients (see the module comment).
+ * With `lossScale` (a power of two) every pass differentiates its loss times the scale, and the summed gradients are
+ * divided by it at the end; the statistics are unscaled.
  */
-export function batchGradients(state: TrainState, samples: TrainSample[], opts: TrainOptions): BatchGradients {
+export function batchGradients(state: TrainState, samples: TrainSample[], opts: TrainOptions, lossScale = 1): BatchGradients {
   const { cfg } = state;
   validateSamples(cfg, samples);
   const useKl = usesKl(state, opts);
@@ -372,6 +384,7 @@ export function batchGradients(state: TrainState, samples: TrainSample[], opts: 
   // the optimizer steps), recomputed without a gradient.
   const decoupled = opts.loss === 'decoupled-ppo';
   const runs = lossRuns(cfg, samples, opts);
+  const scaled = (loss: tf.Scalar): tf.Scalar => (lossScale === 1 ? loss : tf.mul(loss, lossScale));
   const accumulated: (tf.Tensor | null)[] = state.trainable.map(() => null);
   const scalars: tf.Tensor[] = [];
   let microBatches = 0;
@@ -387,11 +400,11 @@ export function batchGradients(state: TrainState, samples: TrainSample[], opts: 
       const refLp = useKl ? constantLogprobs(settings, batch, reference, refTrunk?.kv ?? null) : null;
       const proxLp = decoupled ? constantLogprobs(settings, batch, policy, inputs) : null;
       const stats: tf.Tensor[] = [];
-      const { value, grads } = tf.variableGrads(() => entryLoss(settings, batch, batch.logits(policy(), { before: inputs }), refLp, proxLp, stats), [...state.trainable, ...inputVariables]);
+      const { value, grads } = tf.variableGrads(() => scaled(entryLoss(settings, batch, batch.logits(policy(), { before: inputs }), refLp, proxLp, stats)), [...state.trainable, ...inputVariables]);
       tf.dispose([refLp, proxLp].filter((t): t is tf.Tensor1D => t !== null));
       accumulate(accumulated, state.trainable.map((v) => grads[v.name]));
       accumulate(keyGrads, inputVariables.map((v) => grads[v.name]));
-      scalars.push(value, ...stats);
+      scalars.push(lossScale === 1 ? value : unscale(value, lossScale), ...stats);
       microBatches++;
       computedTokens += batch.computedTokens;
     }
@@ -404,7 +417,8 @@ export function batchGradients(state: TrainState, samples: TrainSample[], opts: 
         const logits = trunk.logits(policy(), { keep });
         // A trunk of prompt tokens has no entries of its own: only the chain rule to its keys.
         loss = tf.keep(trunk.targets.length > 0 ? entryLoss(settings, trunk, logits, refTrunk?.logprobs ?? null, policyTrunk.logprobs, stats) : noEntries(layout, stats));
-        return tf.add(loss, trunkSurrogate(keep, keyGrads)) as tf.Scalar;
+        // The key gradients came from scaled losses already: only the trunk's own loss is scaled here.
+        return tf.add(scaled(loss), trunkSurrogate(keep, keyGrads)) as tf.Scalar;
       }, state.trainable);
       value.dispose();
       accumulate(accumulated, state.trainable.map((v) => grads[v.name]));
@@ -420,8 +434,23 @@ export function batchGradients(state: TrainState, samples: TrainSample[], opts: 
       }
     }
   }
-  const grads = accumulated.map((g, i) => g ?? tf.zerosLike(state.trainable[i]));
+  const sums = accumulated.map((g, i) => g ?? tf.zerosLike(state.trainable[i]));
+  const grads = lossScale === 1 ? sums : sums.map((g) => unscale(g, lossScale));
   return { grads, scalars, scalarLayout: layout, microBatches, computedTokens };
+}
+
+/** `t` ÷ `scale` (exact for a power of two), disposing `t`. */
+function unscale<T extends tf.Tensor>(t: T, scale: number): T {
+  const out = tf.mul(t, 1 / scale) as T;
+  t.dispose();
+  return out;
+}
+
+/** The weights that mixed-precision products read from held f16 copies: every matrix of the model and the reference. */
+function masterWeights(state: TrainState): tf.Tensor[] {
+  // With LoRA the products read base + adapter sums made in each forward: nothing to hold (rounded as staged).
+  if (state.lora) return [];
+  return [...Object.values(state.params), ...(state.reference ? Object.values(state.reference) : [])].filter((t) => t.rank === 2);
 }
 
 /**
@@ -433,11 +462,26 @@ export async function trainStep(state: TrainState, samples: TrainSample[], opts:
   const trainedTokens = samples.reduce((a, s) => a + s.lossMask.reduce((x, m) => x + (m ? 1 : 0), 0), 0);
   const totalTokens = samples.reduce((a, s) => a + s.tokens.length, 0);
   const lr = learningRateAt(opts.learningRate, state.optimizer.stepCount, opts.schedule ?? { kind: 'constant' });
-  const { grads, scalars, scalarLayout, microBatches, computedTokens } = batchGradients(state, samples, opts);
+  const scaler = state.lossScaler ?? null;
+  if (scaler) holdF16Copies(masterWeights(state)); // made for the first step; after it, refreshed below
+  const { grads, scalars, scalarLayout, microBatches, computedTokens } = scaler ? withF16Matmuls(() => batchGradients(state, samples, opts, scaler.scale)) : batchGradients(state, samples, opts);
 
   // Clip by global norm, then step. Where reads are asynchronous the clip scale stays on the device.
   let gradNorm = 0;
-  if (readsSyncOnActiveBackend()) {
+  let lossScale: { scale: number; skipped: boolean } | null = null;
+  if (scaler) {
+    // Mixed precision: whether the step applies depends on its gradients being finite, read before the step.
+    const normSquared = globalNormSquared(grads);
+    const scale = clipScaleOnDevice(normSquared, opts.maxGradNorm);
+    const [value] = await readScalars([normSquared]); // the clip scale was recorded from it already
+    gradNorm = Math.sqrt(value);
+    lossScale = scaler.update(Number.isFinite(value));
+    if (!lossScale.skipped) {
+      state.optimizer.step(grads, lr, opts.weightDecay, scale);
+      holdF16Copies(masterWeights(state));
+    }
+    scale.dispose();
+  } else if (readsSyncOnActiveBackend()) {
     gradNorm = globalNorm(grads);
     state.optimizer.step(grads, lr, opts.weightDecay, clipScale(gradNorm, opts.maxGradNorm));
   } else {
@@ -450,7 +494,7 @@ export async function trainStep(state: TrainState, samples: TrainSample[], opts:
   for (const g of grads) g.dispose();
 
   const values = await readScalars(scalars);
-  if (!readsSyncOnActiveBackend()) gradNorm = Math.sqrt(values.pop()!);
+  if (!scaler && !readsSyncOnActiveBackend()) gradNorm = Math.sqrt(values.pop()!);
   const { loss, entropy: ent, clipped, kl } = sumMicroBatchScalars(values, scalarLayout);
 
   const perToken = (x: number) => (trainedTokens > 0 ? x / trainedTokens : 0);
@@ -467,5 +511,7 @@ export async function trainStep(state: TrainState, samples: TrainSample[], opts:
     packing: opts.packing ?? 'tree',
     timeMs: performance.now() - started,
     policyVersion: policyVersionAfter,
+    precision: scaler ? 'mixed' : 'f32',
+    ...(lossScale ? { lossScale: lossScale.scale, skippedStep: lossScale.skipped } : {}),
   };
 }

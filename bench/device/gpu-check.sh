@@ -15,9 +15,9 @@
 # = select-auto and select-auto-qwen (the measured backend choice on the bench model, on Qwen2.5-0.5B's shapes), kernels (every numerics check of
 # worker/webgpu/*.test.ts against the cpu backend, then our matmul vs tfjs's, f32 and f16, in GFLOP/s),
 # engine-webgpu + engine-wasm (worker/webgpu.test.ts's comparison: same tokens, losses), bench-model-qwen (bench/model.ts
-# --config qwen2.5-0.5b). It ends by merging every step's JSON into $OUT/gpu-suite-DATE.json: copy that file next to
+# --config qwen2.5-0.5b: train_tokens_per_s and train_mfu in f32 and, as `*_mixed`, in mixed precision). It ends by merging every step's JSON into $OUT/gpu-suite-DATE.json: copy that file next to
 # the earlier ones (bench/device/h200-DATE.json). At most 8 files come back: the suite writes 8. Each step's timeout
-# bounds it (550 s together); a typical run takes about 5 minutes. Without a GPU, try it on lavapipe first:
+# bounds it (580 s together); a typical run takes about 5 minutes. Without a GPU, try it on lavapipe first:
 #   OUT=/tmp/suite bash bench/device/gpu-check.sh select-auto kernels-quick bench-model-qwen-quick merge   (after --prepare)
 #
 # What travels: .gl/ holds the Vulkan/GL loader .debs (the device README's recipe); .devcarry/ holds this
@@ -104,7 +104,7 @@ for s in $steps; do
     engine-wasm) step engine-wasm 60 engine wasm --bench ;;
     kernels) step kernels 120 kernels ;;
     kernels-quick) step kernels 150 kernels --quick ;;
-    bench-model-qwen) AGENTJET_BACKEND=webgpu step bench-model-qwen 180 bench-model-qwen ;;
+    bench-model-qwen) AGENTJET_BACKEND=webgpu step bench-model-qwen 210 bench-model-qwen ;; # 30 s more: the mixed-precision training phase
     bench-model-qwen-quick) AGENTJET_BACKEND=webgpu step bench-model-qwen 210 bench-model-qwen --quick ;;
     merge)
       # One dated JSON of every step's result (a step that crashed left its last line, or nothing: kept as text).

@@ -3,14 +3,16 @@
  * synchronously under Node) runs the same measurements as wasm: backend selection and self-check, matmul
  * throughput, forward+backward training throughput and uncached decoding of bench/model.ts's model.
  *
- *   node --import tsx bench/device/gpu-check.ts webgpu|wasm|cpu   → table on stdout, JSON as the last line
+ *   node --import tsx bench/device/gpu-check.ts webgpu|wasm|cpu   → table on stdout, JSON as the last line (webgpu
+ *     with shader-f16: training throughput in mixed precision too, `*_mixed`)
  *   node --import tsx bench/device/gpu-check.ts bench-model        → bench/model.ts itself (engine, sync reads)
  *   node --import tsx bench/device/gpu-check.ts select-auto[-qwen]  → the backend choice, measured on the bench model
  *     (or Qwen2.5-0.5B's shapes), as JSON
  *   node --import tsx bench/device/gpu-check.ts engine NAME [--bench] → the engine on NAME (engine-check.ts)
  *   node --import tsx bench/device/gpu-check.ts kernels [--quick]    → our WGSL kernels (worker/webgpu/): every
  *     numerics check of their tests against the cpu backend, then GFLOP/s of our matmul vs tfjs's, f32 and f16
- *   node --import tsx bench/device/gpu-check.ts bench-model-qwen     → bench/model.ts --config qwen2.5-0.5b
+ *   node --import tsx bench/device/gpu-check.ts bench-model-qwen     → bench/model.ts --config qwen2.5-0.5b (f32 and
+ *     mixed-precision training: train_tokens_per_s, train_mfu and their `_mixed` twins)
  *
  * bench/device/gpu-check.sh runs it on a lent GPU machine. The engine reads with dataSync on backends that can
  * and with `await data()` elsewhere (device KV cache, on-device clipping: see worker/backend.ts).
@@ -24,7 +26,7 @@ import modelBench, { BENCH_CONFIG, QWEN2_5_0_5B } from '../model.ts';
 import { engineCheck } from './engine-check.ts';
 import { formatTable } from '../report.ts';
 import { webgpuFeatures } from '../../worker/webgpu/device.ts';
-import { type MatmulKernel, setMatmulKernel } from '../../worker/webgpu/matmul.ts';
+import { holdF16Copies, type MatmulKernel, setMatmulKernel, withF16Matmuls } from '../../worker/webgpu/matmul.ts';
 import { allKernelChecks } from '../../worker/webgpu/testing/checks.ts';
 
 
@@ -77,9 +79,10 @@ function tokenRows(rows: number, len: number): Int32Array {
 /**
  * Forward + backward of the mean next-token NLL over `rows` × `len` tokens, gradients for every weight except the
  * embedding table (kept out so that the numbers compare with h200-2026-11-30.json, measured when wasm's host-side
- * embedding gradient ran on every backend). No optimizer step.
+ * embedding gradient ran on every backend). No optimizer step. `mixed`: the products in mixed precision
+ * (worker/webgpu/matmul.ts withF16Matmuls, the weights' f16 copies held), without loss scaling (no optimizer here).
  */
-async function trainThroughput(steps: number, rows: number, len: number): Promise<{ tokensPerS: number; loss: number; gradChecksum: number }> {
+async function trainThroughput(steps: number, rows: number, len: number, mixed = false): Promise<{ tokensPerS: number; loss: number; gradChecksum: number }> {
   const cfg = BENCH_CONFIG;
   const ids = tokenRows(rows, len);
   const targets = new Int32Array(ids.length);
@@ -88,8 +91,10 @@ async function trainThroughput(steps: number, rows: number, len: number): Promis
   const vars = Object.entries(params)
     .filter(([name]) => name !== 'model.embed_tokens.weight')
     .map(([, v]) => v as tf.Variable);
+  if (mixed) holdF16Copies(vars.filter((v) => v.rank === 2));
+  const scoped = <T>(fn: () => T): T => (mixed ? withF16Matmuls(fn) : fn());
   const step = async (): Promise<{ loss: number; gradChecksum: number }> => {
-    const { value, grads } = tf.variableGrads(() => tf.neg(tf.mean(targetLogprobs(forward(cfg, fuseWeights(cfg, params), ids, rows, len), targets))) as tf.Scalar, vars);
+    const { value, grads } = scoped(() => tf.variableGrads(() => tf.neg(tf.mean(targetLogprobs(forward(cfg, fuseWeights(cfg, params), ids, rows, len), targets))) as tf.Scalar, vars));
     const checksum = tf.tidy(() => tf.addN(Object.values(grads).map((g) => tf.sum(tf.abs(g)))));
     const [loss, gradChecksum] = [(await value.data())[0], (await checksum.data())[0]];
     tf.dispose([value, checksum, ...Object.values(grads)]);
@@ -267,6 +272,13 @@ async function main(): Promise<void> {
     if (mode === 'webgpu') result.train_fwd_bwd_mfu_vs_fp32_datasheet = round((6 * params * train.tokensPerS) / (H200_FP32_PEAK_GFLOPS * 1e9), 5);
     result.train_loss = train.loss;
     result.train_grad_checksum = round(train.gradChecksum, 3);
+    if (mode === 'webgpu' && webgpuFeatures()?.shaderF16) {
+      const mixed = quick ? await trainThroughput(1, 2, 32, true) : await trainThroughput(3, 8, BENCH_CONFIG.max_position_embeddings, true);
+      log(`train fwd+bwd, mixed precision: ${mixed.tokensPerS.toFixed(0)} tokens/s, loss ${mixed.loss}`);
+      result.train_fwd_bwd_tokens_per_s_mixed = round(mixed.tokensPerS);
+      result.train_fwd_bwd_mfu_mixed = round((6 * params * mixed.tokensPerS) / (peak * 1e9), 3);
+      result.train_loss_mixed = mixed.loss;
+    }
   } catch (err) {
     result.train_error = `${(err as Error).name}: ${(err as Error).message}`;
   }

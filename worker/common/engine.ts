@@ -78,6 +78,8 @@ export interface ModelInfo {
   policyVersion: number;
   lora: LoraConfig | null;
   backend: BackendReport;
+  /** How training runs (absent: f32, engines made before mixed precision existed). */
+  precision?: PrecisionReport;
 }
 
 export interface SamplingParams {
@@ -206,6 +208,24 @@ export interface TrainMetrics {
   packing?: TrainPacking;
   timeMs: number;
   policyVersion: number;
+  /** 'mixed': f16 products, f32 master weights and optimizer (EngineInit.precision, worker/precision.ts). */
+  precision?: TrainPrecision;
+  /** Mixed precision: the loss scale this step used (worker/loss-scale.ts). */
+  lossScale?: number;
+  /** Mixed precision: the step's gradients overflowed, so the weights and optimizer were left as they were. */
+  skippedStep?: boolean;
+}
+
+/** How the engine trains: 'f32' throughout, or 'mixed' (f16 products where the device allows, else f32). */
+export type TrainPrecision = 'f32' | 'mixed';
+
+/** The precision the engine trains in, and why (a request for 'mixed' may fall back to 'f32'). */
+export interface PrecisionReport {
+  requested: TrainPrecision;
+  active: TrainPrecision;
+  reason: string;
+  /** Mixed precision's numerics self-check against the cpu backend, when it ran (worker/precision.ts). */
+  selfCheck?: { ok: boolean; logitsError: number; lossError: number; gradError: number };
 }
 
 /** Named tensors in Hugging Face naming, e.g. "model.layers.0.self_attn.q_proj.weight". */

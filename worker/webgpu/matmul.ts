@@ -22,6 +22,13 @@
  *   sums are f32 (f16 products of un-normalised activations and weights can overflow 65504). Results differ from
  *   f32 by f16's rounding of the inputs (relative 2⁻¹¹ each).
  * - 'tfjs': tfjs-backend-webgpu's own kernel, for comparison.
+ * Mixed-precision training (worker/precision.ts) overrides the choice for the products inside withF16Matmuls,
+ * where the device has shader-f16: every product runs the tiled shader with f16 tiles and f32 sums, A and B rounded
+ * to f16 as they are staged (activations and gradients stay f32 tensors in between: tfjs has no float16 dtype), and
+ * a B whose f16 copy was made by holdF16Copies (the master weights, once per optimizer step) is read from that copy,
+ * half the bytes. The skinny shader is not used there: it rounds only B, and training's products are not skinny.
+ * Staged through f16 tiles, a value past f16's range becomes ±inf (seen on lavapipe), which is what dynamic loss
+ * scaling (worker/loss-scale.ts) detects.
  * Whatever we do not handle (other dtypes, batch broadcasting other than 1-to-many, grids over the limit) goes to
  * tfjs's kernel, which stays registered as the fallback.
  */
@@ -59,8 +66,33 @@ let chosen: MatmulKernel = 'auto';
 type ProductKind = 'skinny' | 'tiled';
 const autoChoice: Record<ProductKind, 'tiled-f32' | 'tfjs'> = { skinny: 'tiled-f32', tiled: 'tiled-f32' };
 
-/** BatchMatMuls per path since the thread started ('fallback': tfjs's kernel ran); benchmarks report it, tests check it. */
-export const matmulStats = { tiled: 0, skinny: 0, f16: 0, fallback: 0 };
+/**
+ * BatchMatMuls per path since the thread started ('fallback': tfjs's kernel ran; 'mixed': inside withF16Matmuls,
+ * 'mixedF16Weights' of which read B from a held f16 copy); benchmarks report it, tests check it.
+ */
+export const matmulStats = { tiled: 0, skinny: 0, f16: 0, fallback: 0, mixed: 0, mixedF16Weights: 0 };
+
+/** Whether products now run in mixed precision (inside withF16Matmuls). */
+let mixedScope = false;
+
+/**
+ * Run `fn` (synchronous: a forward and its backward) with every BatchMatMul it records in mixed precision on
+ * devices with shader-f16 (see the header); elsewhere the products run as chosen. Nested calls are fine.
+ */
+export function withF16Matmuls<T>(fn: () => T): T {
+  const before = mixedScope;
+  mixedScope = true;
+  try {
+    return fn();
+  } finally {
+    mixedScope = before;
+  }
+}
+
+/** Whether the products recorded now run in mixed precision (model.ts then transposes weights inside the product). */
+export function f16MatmulsActive(): boolean {
+  return mixedScope;
+}
 
 /** Choose the webgpu BatchMatMul (takes effect at the next matmul). */
 export function setMatmulKernel(kernel: MatmulKernel): void {
@@ -84,7 +116,10 @@ function effectiveKernel(device: GPUDevice, kind: ProductKind): Exclude<MatmulKe
 interface Variant {
   transposeA: boolean;
   transposeB: boolean;
+  /** f16 tiles (operands rounded to f16 as staged); sums stay f32. */
   f16: boolean;
+  /** B is bound as f16 storage (an f16 copy); else f32, rounded as staged when `f16`. */
+  bHalf: boolean;
 }
 
 const UNIFORMS = `struct U {
@@ -92,11 +127,11 @@ const UNIFORMS = `struct U {
   aBatchStride : i32, bBatchStride : i32, pad0 : i32, pad1 : i32,
 };`;
 
-function bindings(f16: boolean): string {
+function bindings(f16: boolean, bHalf: boolean): string {
   return `${f16 ? 'enable f16;\n' : ''}${UNIFORMS}
 @group(0) @binding(0) var<storage, read_write> c : array<f32>;
 @group(0) @binding(1) var<storage, read> a : array<f32>;
-@group(0) @binding(2) var<storage, read> b : array<${f16 ? 'f16' : 'f32'}>;
+@group(0) @binding(2) var<storage, read> b : array<${bHalf ? 'f16' : 'f32'}>;
 @group(0) @binding(3) var<uniform> u : U;`;
 }
 
@@ -129,7 +164,7 @@ function tiledWgsl(v: Variant): string {
     if (row < u.m && col < u.n) { c[cOff + row * u.n + col] = acc[${i * PER_THREAD + j}]; } }`);
     }
   }
-  return `${bindings(v.f16)}
+  return `${bindings(v.f16, v.bHalf)}
 var<workgroup> As : array<array<${T}, ${TILE_K}>, ${TILE}>;
 var<workgroup> Bs : array<array<${T}, ${TILE}>, ${TILE_K}>;
 
@@ -172,7 +207,7 @@ function skinnyWgsl(v: Variant, rows: number): string {
   const accs = Array.from({ length: rows }, (_, m) => `acc[${m}] = fma(As[${m}][kk], bv, acc[${m}]);`).join(' ');
   const partials = Array.from({ length: rows }, (_, m) => `red[slice][${m}][cl] = acc[${m}];`).join(' ');
   const sums = Array.from({ length: rows }, (_, m) => `c[cOff + ${m} * u.n + col] = red[0][${m}][cl] + red[1][${m}][cl] + red[2][${m}][cl] + red[3][${m}][cl];`).join('\n      ');
-  return `${bindings(v.f16)}
+  return `${bindings(v.f16, v.bHalf)}
 var<workgroup> As : array<array<f32, ${SKINNY_K_BLOCK}>, ${rows}>;
 var<workgroup> red : array<array<array<f32, ${SKINNY_COLS}>, ${rows}>, ${SKINNY_SLICES}>;
 
@@ -268,6 +303,33 @@ function f16CopyOf(gpu: WebGpuBackend, t: tf.TensorInfo): tf.TensorInfo {
   return copy;
 }
 
+/**
+ * Make (or keep) the f16 copies of `weights` that mixed-precision products read B from. A variable's data changes
+ * identity at every assign, so calling this after each optimizer step refreshes the copies of the weights it
+ * changed and keeps the others; copies of replaced data are released at the next call (or matmul in 'tiled-f16').
+ * Only on webgpu with shader-f16 (elsewhere nothing reads them); returns the number of copies made.
+ */
+export function holdF16Copies(weights: readonly tf.Tensor[]): number {
+  if (tf.getBackend() !== 'webgpu') return 0;
+  const gpu = asWebGpu(tf.backend());
+  if (!featuresOf(gpu.device).shaderF16) return 0;
+  let copies = f16Copies.get(gpu);
+  if (!copies) f16Copies.set(gpu, (copies = new Map()));
+  sweepF16Copies(gpu, copies);
+  let made = 0;
+  for (const w of weights) {
+    if (w.dtype !== 'float32' || copies.has(w.dataId)) continue;
+    f16CopyOf(gpu, w);
+    made++;
+  }
+  return made;
+}
+
+/** The held f16 copy of `t`'s data, or null (read as f32 and rounded as staged). */
+function heldF16Copy(gpu: WebGpuBackend, t: tf.TensorInfo): tf.TensorInfo | null {
+  return f16Copies.get(gpu)?.get(t.dataId) ?? null;
+}
+
 // ---------------------------------------------------------------------------------------------------------------
 // The kernel
 
@@ -309,14 +371,25 @@ function kindOf(s: MatmulShape, transposeB: boolean): ProductKind {
   return s.m <= SKINNY_MAX_ROWS && !transposeB && Math.ceil(s.n / SKINNY_COLS) <= MAX_WORKGROUPS_PER_DIMENSION ? 'skinny' : 'tiled';
 }
 
-function runMatmul(gpu: WebGpuBackend, a: tf.TensorInfo, b: tf.TensorInfo, v: Omit<Variant, 'f16'>, s: MatmulShape, f16: boolean): tf.TensorInfo {
-  const variant: Variant = { ...v, f16 };
-  const skinny = kindOf(s, v.transposeB) === 'skinny';
-  const bInput = f16 ? f16CopyOf(gpu, b) : b;
-  const tag = `${v.transposeA ? 'T' : 'N'}${v.transposeB ? 'T' : 'N'}-${f16 ? 'f16' : 'f32'}`;
+/**
+ * How a product runs: 'f32'; 'f16' (the 'tiled-f16' kernel: B from an f16 copy made for it); 'mixed' (inside
+ * withF16Matmuls: tiled, f16 tiles, B from a held f16 copy where there is one).
+ */
+type Precision = 'f32' | 'f16' | 'mixed';
+
+function runMatmul(gpu: WebGpuBackend, a: tf.TensorInfo, b: tf.TensorInfo, v: Pick<Variant, 'transposeA' | 'transposeB'>, s: MatmulShape, precision: Precision): tf.TensorInfo {
+  const held = precision === 'mixed' ? heldF16Copy(gpu, b) : null;
+  const f16 = precision !== 'f32';
+  const bHalf = precision === 'f16' || held !== null;
+  const variant: Variant = { ...v, f16, bHalf };
+  const skinny = precision !== 'mixed' && kindOf(s, v.transposeB) === 'skinny';
+  const bInput = held ?? (precision === 'f16' ? f16CopyOf(gpu, b) : b);
+  const tag = `${v.transposeA ? 'T' : 'N'}${v.transposeB ? 'T' : 'N'}-${f16 ? 'f16' : 'f32'}${f16 && !bHalf ? '-b32' : ''}`;
   const uniforms = [{ i32: s.m }, { i32: s.n }, { i32: s.k }, { i32: s.batch }, { i32: s.aBatch === 1 ? 0 : s.m * s.k }, { i32: s.bBatch === 1 ? 0 : s.k * s.n }];
   matmulStats[skinny ? 'skinny' : 'tiled']++;
-  if (f16) matmulStats.f16++;
+  if (precision === 'f16') matmulStats.f16++;
+  if (precision === 'mixed') matmulStats.mixed++;
+  if (held) matmulStats.mixedF16Weights++;
   const out = skinny
     ? dispatch(gpu, {
         key: `matmul-skinny-${s.m}-${tag}`,
@@ -351,12 +424,13 @@ export function registerMatmul(): void {
     const { transposeA, transposeB } = attrs as unknown as { transposeA: boolean; transposeB: boolean };
     const gpu = asWebGpu(backend);
     const shape = shapeOf(a, b, transposeA, transposeB);
+    if (shape && mixedScope && featuresOf(gpu.device).shaderF16) return runMatmul(gpu, a, b, { transposeA, transposeB }, shape, 'mixed');
     const kernel = shape ? effectiveKernel(gpu.device, kindOf(shape, transposeB)) : 'tfjs';
     if (!shape || kernel === 'tfjs') {
       matmulStats.fallback++;
       return fallback(args);
     }
-    return runMatmul(gpu, a, b, { transposeA, transposeB }, shape, kernel === 'tiled-f16');
+    return runMatmul(gpu, a, b, { transposeA, transposeB }, shape, kernel === 'tiled-f16' ? 'f16' : 'f32');
   };
   tf.unregisterKernel(tf.BatchMatMul, 'webgpu');
   tf.registerKernel({ ...original, kernelFunc: Object.assign(kernelFunc, { ours: true }) });
