@@ -1,22 +1,30 @@
 /**
  * The direct channel's data plane, run in a worker thread of its own (direct.ts starts it): the sockets and the
- * sealed records (AES-GCM both ways).
+ * sealed records (AES-GCM both ways), and on the fetcher each chunk's sha256 and its write into the partial file.
  *
  * Why a thread: at a gigabyte a second the records' buffers churn the heap that holds them. In the peer's main
  * isolate (tens of MB of libp2p state) that churn cost a mark-compact every ~50 ms once V8's memory reducer had
  * switched the heap to slow growth, which it does after any idle spell (measured: 440 → 230 MB/s). This isolate's
- * heap is small, so the same collections cost little. Chunk bytes cross between the threads through shared slots,
- * so the main thread allocates no buffer per chunk. The main thread keeps the control plane (offers, manifests,
- * errors) and the file side: reads on the provider; on the fetcher each chunk's sha256 against the manifest and the
- * write, which overlap the next chunk's decryption here.
+ * heap is small, so the same collections cost little.
+ *
+ * Provider: the main thread reads each chunk from the blob into a shared slot; this thread seals it from there.
+ * Fetcher: this thread reads the socket into one reused buffer, opens each record, hashes the chunk against the
+ * signed manifest's sha256 (which the main thread passed) and writes it into the partial file through a descriptor of
+ * its own; the main thread only hears which chunks were written and which were refused. Chunk bytes never cross to
+ * the main thread: copying them into shared memory (V8 copies shared memory word by word) cost as much as opening
+ * them, and hashing there bought no overlap on a machine whose cores the two peers already keep busy.
  */
+import { open } from 'node:fs/promises';
+import type { FileHandle } from 'node:fs/promises';
 import { connect, createServer } from 'node:net';
-import type { AddressInfo, Server, Socket } from 'node:net';
+import type { AddressInfo, OnReadOpts, Server, Socket } from 'node:net';
 import { parentPort } from 'node:worker_threads';
 import type { MessagePort } from 'node:worker_threads';
 import { ReadTimeoutError, StreamAbortedError, UnexpectedEndOfStreamError } from '../../framing/errors.ts';
-import { DirectChannelUnavailableError, SealedRecordError } from './errors.ts';
-import { RecordOpener, RecordSealer, readRecords, splitHead } from './sealed-records.ts';
+import { isExpectedChunk, writeAll } from './chunk-file.ts';
+import type { ExpectedChunk } from './chunk-file.ts';
+import { ChunkHashMismatchError, DirectChannelUnavailableError, SealedRecordError } from './errors.ts';
+import { RecordOpener, RecordReader, RecordSealer, readRecords, splitHead } from './sealed-records.ts';
 
 /** A session's error, flattened to cross the thread boundary (rebuilt by name on the other side). */
 export interface FlatError {
@@ -37,10 +45,11 @@ export type ToThread =
   | { op: 'send'; id: number; slot: number; index: number; bytes: number }
   /** Provider: send the end record and close; answered by `done`. */
   | { op: 'end'; id: number }
-  /** Fetcher: connect, say hello and receive chunks into `slots` (`maxChunkBytes` each). */
-  | ({ op: 'fetch'; id: number; host: string; port: number; key: Uint8Array; slots: SharedArrayBuffer; maxChunkBytes: number } & SessionTimeouts)
-  /** Fetcher: the main thread is done with a slot. */
-  | { op: 'release'; id: number; slot: number }
+  /**
+   * Fetcher: connect, say hello and receive `chunks`: each is hashed, and written into the file at `path` (at its
+   * index times `chunkSize`) when it matches.
+   */
+  | ({ op: 'fetch'; id: number; host: string; port: number; key: Uint8Array; path: string; chunkSize: number; chunks: ExpectedChunk[] } & SessionTimeouts)
   /** Either side: drop the session (a cancelled fetch, a provider that failed, a closing peer). */
   | { op: 'close'; id: number; error?: FlatError }
   /** Tests only: this thread dies at once, as a crash would. */
@@ -52,9 +61,12 @@ export type FromThread =
   /** Provider: a fetcher proved the key; the main thread may send. */
   | { op: 'accepted'; id: number }
   | { op: 'sent'; id: number; slot: number }
-  /** Fetcher: an authenticated chunk in `slot`. */
-  | { op: 'chunk'; id: number; index: number; slot: number; bytes: number }
-  /** The session ended well (provider: all sent; fetcher: the end record came). */
+  /** Fetcher: a chunk came; `matched`: it hashed right and is written, else it is not written. */
+  | { op: 'chunk'; id: number; index: number; matched: boolean }
+  /**
+   * The session ended well (provider: all sent; fetcher: the end record came). A fetcher session's last message is
+   * this or `failed`, sent once its writes are over and its file is closed, however it ended.
+   */
   | { op: 'done'; id: number }
   /** Provider: the listener closed unused (no fetcher proved the key in time). */
   | { op: 'expired'; id: number }
@@ -70,6 +82,16 @@ const INDEX_BYTES = 4;
  * while the fetcher verifies. A few chunks' worth keeps both busy, and bounds what one session holds.
  */
 const MAX_UNSENT_BYTES = 4 * 1024 * 1024;
+/**
+ * The fetcher's socket reads land in one buffer of this size, reused (a fresh buffer per read is garbage at a
+ * gigabyte a second): a few records' worth of 64 KiB cipher pieces per read, fewer syscalls than the default 64 KiB.
+ */
+const READ_BUFFER_BYTES = 256 * 1024;
+/**
+ * Verified chunks the fetcher may have being written at once before it stops reading the socket: the disk takes
+ * them while the next ones are opened and hashed, and the file's writes hold at most this many chunks of memory.
+ */
+const WRITES_IN_FLIGHT = 4;
 
 const flatten = (err: unknown): FlatError =>
   err instanceof Error ? { name: err.name, message: err.message } : { name: 'Error', message: String(err) };
@@ -87,19 +109,24 @@ abstract class Session {
 
   close(error?: unknown): void {
     if (this.closed.signal.aborted) return;
-    this.closed.abort(error);
-    this.sessions.delete(this.id);
-    this.socket?.destroy();
+    this.stop(error);
     if (error !== undefined) this.port.postMessage({ op: 'failed', id: this.id, error: flatten(error) } satisfies FromThread);
   }
 
-  /** The session's socket; a fetcher learns of its end from the records it reads, a provider from `close`. */
-  protected watch(socket: Socket, idleTimeoutMs: number, onClose: boolean): void {
+  /** Drops the session and its socket; whatever it was waiting for ends. */
+  protected stop(reason?: unknown): void {
+    this.closed.abort(reason);
+    this.sessions.delete(this.id);
+    this.socket?.destroy();
+  }
+
+  /** The session's socket: one that closes or goes silent before the session ended fails it. */
+  protected watch(socket: Socket, idleTimeoutMs: number): void {
     this.socket = socket;
     socket.setNoDelay(true);
     socket.setTimeout(idleTimeoutMs, () => this.close(new ReadTimeoutError('the direct connection went silent')));
     socket.on('error', () => undefined);
-    if (onClose) socket.on('close', () => this.close(new StreamAbortedError('the direct connection closed')));
+    socket.on('close', () => this.close(new StreamAbortedError('the direct connection closed')));
   }
 }
 
@@ -134,7 +161,7 @@ class ProviderSession extends Session {
         if (!ok || this.socket || this.closed.signal.aborted) return socket.destroy();
         clearTimeout(expiry);
         server.close();
-        this.watch(socket, request.idleTimeoutMs, true);
+        this.watch(socket, request.idleTimeoutMs);
         socket.on('drain', () => this.drained());
         this.sealer = new RecordSealer(request.key, 'provider');
         this.port.postMessage({ op: 'accepted', id: this.id } satisfies FromThread);
@@ -190,8 +217,12 @@ class ProviderSession extends Session {
 }
 
 class FetcherSession extends Session {
-  private readonly freeSlots: number[];
-  private slotFreed: (() => void) | undefined;
+  private readonly expected: Map<number, ExpectedChunk>;
+  private readonly writes = new Set<Promise<void>>();
+  private file: FileHandle | undefined;
+  private writeFailure: unknown;
+  /** The end record came. */
+  private ended = false;
 
   constructor(
     id: number,
@@ -200,56 +231,95 @@ class FetcherSession extends Session {
     private readonly request: Extract<ToThread, { op: 'fetch' }>,
   ) {
     super(id, port, sessions);
-    const count = Math.floor(request.slots.byteLength / request.maxChunkBytes);
-    this.freeSlots = Array.from({ length: count }, (_, slot) => slot);
-  }
-
-  release(slot: number): void {
-    this.freeSlots.push(slot);
-    this.slotFreed?.();
-  }
-
-  override close(error?: unknown): void {
-    super.close(error);
-    this.slotFreed?.(); // a wait for a slot ends with the session
+    this.expected = new Map(request.chunks.map((chunk) => [chunk.index, chunk]));
   }
 
   async run(): Promise<void> {
     const { request } = this;
-    const socket = await connectWithin(request.host, request.port, request.connectTimeoutMs, this.closed.signal);
-    this.watch(socket, request.idleTimeoutMs, false);
+    const maxChunkBytes = Math.max(0, ...request.chunks.map((chunk) => chunk.bytes));
+    const reader = new RecordReader(new RecordOpener(request.key, 'provider'), maxChunkBytes + INDEX_BYTES, (record) => this.onRecord(record));
+    const onread: OnReadOpts = {
+      buffer: Buffer.allocUnsafe(READ_BUFFER_BYTES),
+      callback: (bytes, buffer) => {
+        try {
+          // Opened and copied out before this returns: the buffer is read into again.
+          reader.push((buffer as Buffer).subarray(0, bytes));
+        } catch (err) {
+          this.close(err);
+        }
+        return !this.closed.signal.aborted;
+      },
+    };
+    const file = await open(request.path, 'r+');
+    // Closed while the file opened: the session's end was reported without it, and nothing was written.
+    if (this.closed.signal.aborted) return void (await file.close());
+    this.file = file;
+    const socket = await connectWithin(request.host, request.port, request.connectTimeoutMs, this.closed.signal, onread);
+    if (this.closed.signal.aborted) return void socket.destroy();
+    this.watch(socket, request.idleTimeoutMs);
+    socket.on('end', () => {
+      try {
+        reader.end();
+        if (!this.ended) throw new UnexpectedEndOfStreamError('the direct connection ended before the session did');
+      } catch (err) {
+        this.close(err);
+      }
+    });
     for (const buffer of new RecordSealer(request.key, 'fetcher').seal([HELLO])) socket.write(buffer);
-    const opener = new RecordOpener(request.key, 'provider');
-    for await (const record of readRecords(socket, opener, request.maxChunkBytes + INDEX_BYTES)) {
-      const split = splitHead(record, INDEX_BYTES);
-      if (!split) throw new SealedRecordError('a record without a chunk index');
-      const index = split.head.readUInt32BE(0);
-      if (index === END_INDEX) {
-        this.port.postMessage({ op: 'done', id: this.id } satisfies FromThread);
-        this.close();
-        return;
-      }
-      // No free slot: the main thread still writes earlier chunks; not reading meanwhile holds the provider back.
-      const slot = await this.freeSlot();
-      const into = new Uint8Array(request.slots, slot * request.maxChunkBytes, request.maxChunkBytes);
-      let bytes = 0;
-      for (const piece of split.rest) {
-        into.set(piece, bytes);
-        bytes += piece.byteLength;
-      }
-      this.port.postMessage({ op: 'chunk', id: this.id, index, slot, bytes } satisfies FromThread);
-    }
-    if (!this.closed.signal.aborted) throw new UnexpectedEndOfStreamError('the direct connection ended before the session did');
   }
 
-  private async freeSlot(): Promise<number> {
-    while (this.freeSlots.length === 0) {
-      this.closed.signal.throwIfAborted();
-      await new Promise<void>((resolve) => (this.slotFreed = resolve));
-      this.slotFreed = undefined;
+  /** One authenticated record: a chunk to check and write, or the end of the session. */
+  private onRecord(record: Buffer[]): void {
+    if (this.ended) throw new SealedRecordError('a record after the end record');
+    const split = splitHead(record, INDEX_BYTES);
+    if (!split) throw new SealedRecordError('a record without a chunk index');
+    const index = split.head.readUInt32BE(0);
+    if (index === END_INDEX) {
+      this.ended = true;
+      this.close();
+      return;
     }
-    this.closed.signal.throwIfAborted();
-    return this.freeSlots.shift() as number;
+    const expected = this.expected.get(index);
+    if (!expected) throw new ChunkHashMismatchError(`chunk ${index} was not requested`);
+    this.expected.delete(index);
+    if (!isExpectedChunk(split.rest, expected)) {
+      this.port.postMessage({ op: 'chunk', id: this.id, index, matched: false } satisfies FromThread);
+      return;
+    }
+    const write = writeAll(this.file as FileHandle, split.rest, index * this.request.chunkSize).then(
+      () => {
+        this.writes.delete(write);
+        // Written, even if the session has ended meanwhile: the main thread hears it before the session's end.
+        this.port.postMessage({ op: 'chunk', id: this.id, index, matched: true } satisfies FromThread);
+        if (this.writes.size < WRITES_IN_FLIGHT && !this.closed.signal.aborted) this.socket?.resume();
+      },
+      (err: unknown) => {
+        this.writes.delete(write);
+        this.writeFailure ??= err;
+        this.close(err);
+      },
+    );
+    this.writes.add(write);
+    // The disk is behind: stop reading until a write is done, which holds the provider back too.
+    if (this.writes.size >= WRITES_IN_FLIGHT) this.socket?.pause();
+  }
+
+  /**
+   * Ends the session once: `done` if the end record came and every write succeeded, else `failed`; either only
+   * after the writes are over and the file is closed, so that the main thread may close, sync or rename it then.
+   */
+  override close(error?: unknown): void {
+    if (this.closed.signal.aborted) return;
+    this.stop(error);
+    void this.settle(error);
+  }
+
+  private async settle(error: unknown): Promise<void> {
+    while (this.writes.size > 0) await Promise.allSettled([...this.writes]);
+    let failure = error ?? this.writeFailure;
+    await this.file?.close().catch((err: unknown) => void (failure ??= err));
+    if (failure === undefined && !this.ended) failure = new StreamAbortedError('the session was closed');
+    this.port.postMessage(failure === undefined ? ({ op: 'done', id: this.id } satisfies FromThread) : ({ op: 'failed', id: this.id, error: flatten(failure) } satisfies FromThread));
   }
 }
 
@@ -264,8 +334,8 @@ async function authenticate(socket: Socket, key: Uint8Array): Promise<boolean> {
   }
 }
 
-async function connectWithin(host: string, port: number, timeoutMs: number, closed: AbortSignal): Promise<Socket> {
-  const socket = connect({ host, port, noDelay: true });
+async function connectWithin(host: string, port: number, timeoutMs: number, closed: AbortSignal, onread: OnReadOpts): Promise<Socket> {
+  const socket = connect({ host, port, noDelay: true, onread });
   socket.on('error', () => undefined);
   const timer = setTimeout(() => socket.destroy(new ReadTimeoutError('connect timed out')), timeoutMs);
   const onClosed = () => socket.destroy(new StreamAbortedError('the session was closed'));
@@ -309,8 +379,6 @@ function serve(port: MessagePort): void {
           return (session as ProviderSession | undefined)?.send(message);
         case 'end':
           return (session as ProviderSession | undefined)?.end();
-        case 'release':
-          return (session as FetcherSession | undefined)?.release(message.slot);
         case 'close':
           return session?.close();
       }

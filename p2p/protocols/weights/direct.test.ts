@@ -1,14 +1,41 @@
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { connect, createServer } from 'node:net';
 import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { MAX_DIRECT_OFFERS } from './constants.ts';
 import { DirectOffers, crashDirectThreadForTest, receiveDirect } from './direct.ts';
+import type { ChunkTarget } from './download.ts';
 import { RecordOpener, RecordSealer, newSessionKey, readRecords } from './sealed-records.ts';
 
 const timeouts = { connectTimeoutMs: 5_000, idleTimeoutMs: 5_000 };
 const offers = new DirectOffers(timeouts, '127.0.0.1');
-afterEach(() => offers.closeAll());
+const dirs: string[] = [];
+afterEach(async () => {
+  offers.closeAll();
+  await Promise.all(dirs.splice(0).map((dir) => rm(dir, { recursive: true, force: true })));
+});
+
+const CHUNK_BYTES = 4096;
+
+/** A zeroed partial file for `chunks` and the manifest entries they must match. */
+async function targetFor(chunks: Buffer[]): Promise<ChunkTarget> {
+  const dir = await mkdtemp(join(tmpdir(), 'agentjet-direct-'));
+  dirs.push(dir);
+  const path = join(dir, 'blob.partial');
+  await writeFile(path, Buffer.alloc(chunks.length * CHUNK_BYTES));
+  const entries = chunks.map((bytes, index) => ({ index, bytes: bytes.byteLength, sha256: createHash('sha256').update(bytes).digest('hex') }));
+  return { path, chunkSize: CHUNK_BYTES, chunks: entries };
+}
+
+/** The bytes the target's file holds where chunk `index` goes. */
+async function landedBytes(target: ChunkTarget, index: number): Promise<Buffer> {
+  return (await readFile(target.path)).subarray(index * CHUNK_BYTES, index * CHUNK_BYTES + target.chunks[index].bytes);
+}
+
+const all = (target: ChunkTarget) => target.chunks.map((chunk) => chunk.index);
 
 async function* bytesOf(buffers: Buffer[]): AsyncGenerator<Buffer> {
   // Split across arbitrary boundaries, the way a socket delivers them.
@@ -50,7 +77,7 @@ describe('sealed records', () => {
 describe('direct channel', () => {
   it('serves its one session to the fetcher that holds the key, not to a stranger who connects first', async () => {
     const chunks = [randomBytes(3000), randomBytes(10)];
-    const offer = await offers.offer(4096, async (writer) => {
+    const offer = await offers.offer(CHUNK_BYTES, async (writer) => {
       for (const [index, bytes] of chunks.entries()) await writer.chunk(index, bytes);
       await writer.end();
     });
@@ -66,32 +93,86 @@ describe('direct channel', () => {
     for (const buffer of new RecordSealer(newSessionKey(), 'fetcher').seal([Buffer.from('hello')])) stranger.write(buffer);
     expect((await strangerClosed).byteLength).toBe(0);
 
-    const received: Array<[number, Buffer]> = [];
-    await receiveDirect({ host: '127.0.0.1', offer, ...timeouts, maxChunkBytes: 4096, onChunk: async (index, pieces) => void received.push([index, Buffer.concat(pieces)]) });
-    expect(received.map(([index, bytes]) => [index, bytes.equals(chunks[index])])).toEqual([
+    const target = await targetFor(chunks);
+    const received: Array<[number, boolean]> = [];
+    await receiveDirect({ host: '127.0.0.1', offer, ...timeouts, target, indices: all(target), onChunk: (index, matched) => void received.push([index, matched]) });
+    expect(received).toEqual([
       [0, true],
       [1, true],
     ]);
+    expect((await landedBytes(target, 0)).equals(chunks[0])).toBe(true);
+    expect((await landedBytes(target, 1)).equals(chunks[1])).toBe(true);
+  });
+
+  it('reads a chunk straight into the slot it is sealed from', async () => {
+    const chunk = randomBytes(3000);
+    const offer = await offers.offer(CHUNK_BYTES, async (writer) => {
+      await writer.fill(0, chunk.byteLength, async (slot) => void slot.set(chunk));
+      await writer.end();
+    });
+    const target = await targetFor([chunk]);
+    await receiveDirect({ host: '127.0.0.1', offer, ...timeouts, target, indices: [0], onChunk: () => undefined });
+    expect((await landedBytes(target, 0)).equals(chunk)).toBe(true);
+  });
+
+  it('refuses a chunk that does not hash to the manifest: not written, and the others still are', async () => {
+    const chunks = [randomBytes(3000), randomBytes(3000), randomBytes(3000)];
+    const target = await targetFor(chunks);
+    const rotten = Buffer.from(chunks[1]);
+    rotten[100] ^= 1;
+    const offer = await offers.offer(CHUNK_BYTES, async (writer) => {
+      await writer.chunk(0, chunks[0]);
+      await writer.chunk(1, rotten);
+      await writer.chunk(2, chunks[2].subarray(1)); // one byte short
+      await writer.end();
+    });
+    const received: Array<[number, boolean]> = [];
+    await receiveDirect({ host: '127.0.0.1', offer, ...timeouts, target, indices: all(target), onChunk: (index, matched) => void received.push([index, matched]) });
+    expect(received.sort()).toEqual([
+      [0, true],
+      [1, false],
+      [2, false],
+    ]);
+    expect((await landedBytes(target, 0)).equals(chunks[0])).toBe(true);
+    expect((await landedBytes(target, 1)).equals(Buffer.alloc(3000))).toBe(true);
+    expect((await landedBytes(target, 2)).equals(Buffer.alloc(3000))).toBe(true);
+  });
+
+  it('fails with ChunkHashMismatchError when the provider sends a chunk that was not asked for', async () => {
+    const chunks = [randomBytes(3000), randomBytes(3000)];
+    const target = await targetFor(chunks);
+    const offer = await offers.offer(CHUNK_BYTES, async (writer) => {
+      await writer.chunk(1, chunks[1]);
+      await writer.end();
+    });
+    const received: number[] = [];
+    await expect(receiveDirect({ host: '127.0.0.1', offer, ...timeouts, target, indices: [0], onChunk: (index) => void received.push(index) })).rejects.toMatchObject({
+      name: 'ChunkHashMismatchError',
+    });
+    expect(received).toEqual([]);
+    expect((await landedBytes(target, 1)).equals(Buffer.alloc(3000))).toBe(true);
   });
 
   it('is unavailable (not a failure of the fetch) when nothing listens at the offer', async () => {
-    const offer = await offers.offer(4096, async (writer) => writer.end());
+    const offer = await offers.offer(CHUNK_BYTES, async (writer) => writer.end());
     offers.closeAll();
-    await expect(receiveDirect({ host: '127.0.0.1', offer, ...timeouts, maxChunkBytes: 4096, onChunk: async () => undefined })).rejects.toMatchObject({
+    const target = await targetFor([randomBytes(10)]);
+    await expect(receiveDirect({ host: '127.0.0.1', offer, ...timeouts, target, indices: [0], onChunk: () => undefined })).rejects.toMatchObject({
       name: 'DirectChannelUnavailableError',
     });
   });
 
   it('caps the offers open at once on a provider (the fetcher then uses the libp2p stream)', async () => {
-    for (let i = 0; i < MAX_DIRECT_OFFERS; i++) await offers.offer(4096, async (writer) => writer.end());
-    await expect(offers.offer(4096, async (writer) => writer.end())).rejects.toMatchObject({ name: 'DirectChannelUnavailableError' });
+    for (let i = 0; i < MAX_DIRECT_OFFERS; i++) await offers.offer(CHUNK_BYTES, async (writer) => writer.end());
+    await expect(offers.offer(CHUNK_BYTES, async (writer) => writer.end())).rejects.toMatchObject({ name: 'DirectChannelUnavailableError' });
     offers.closeAll();
-    await expect(offers.offer(4096, async (writer) => writer.end())).resolves.toMatchObject({ port: expect.any(Number) });
+    await expect(offers.offer(CHUNK_BYTES, async (writer) => writer.end())).resolves.toMatchObject({ port: expect.any(Number) });
   });
 
   it('refuses a record altered on the way with SealedRecordError', async () => {
     const chunks = [randomBytes(3000), randomBytes(3000)];
-    const offer = await offers.offer(4096, async (writer) => {
+    const target = await targetFor(chunks);
+    const offer = await offers.offer(CHUNK_BYTES, async (writer) => {
       for (const [index, bytes] of chunks.entries()) await writer.chunk(index, bytes);
       await writer.end();
     });
@@ -115,9 +196,10 @@ describe('direct channel', () => {
     try {
       const port = (relay.address() as AddressInfo).port;
       await expect(
-        receiveDirect({ host: '127.0.0.1', offer: { ...offer, port }, ...timeouts, maxChunkBytes: 4096, onChunk: async (index) => void received.push(index) }),
+        receiveDirect({ host: '127.0.0.1', offer: { ...offer, port }, ...timeouts, target, indices: all(target), onChunk: (index) => void received.push(index) }),
       ).rejects.toMatchObject({ name: 'SealedRecordError' });
       expect(received).toEqual([0]); // the first record was intact; nothing of the altered one came through
+      expect((await landedBytes(target, 1)).equals(Buffer.alloc(3000))).toBe(true);
     } finally {
       relay.close();
     }
@@ -125,32 +207,42 @@ describe('direct channel', () => {
 
   it('offers no channel (DirectChannelUnavailableError, so the fetcher uses the libp2p stream) when the thread dies before listening', async () => {
     crashDirectThreadForTest(); // reaches the thread before the offer's listen does
-    await expect(offers.offer(4096, async (writer) => writer.end())).rejects.toMatchObject({ name: 'DirectChannelUnavailableError' });
-    await expect(offers.offer(4096, async (writer) => writer.end())).resolves.toMatchObject({ port: expect.any(Number) });
+    await expect(offers.offer(CHUNK_BYTES, async (writer) => writer.end())).rejects.toMatchObject({ name: 'DirectChannelUnavailableError' });
+    await expect(offers.offer(CHUNK_BYTES, async (writer) => writer.end())).resolves.toMatchObject({ port: expect.any(Number) });
   });
 
   it('fails its sessions with DirectThreadError when the thread dies, and the next session starts a new thread', async () => {
-    const chunk = randomBytes(4096);
-    const offer = await offers.offer(4096, async (writer) => {
-      for (let index = 0; index < 100; index++) await writer.chunk(index, chunk);
+    const chunks = Array.from({ length: 8 }, () => randomBytes(CHUNK_BYTES));
+    const target = await targetFor(chunks);
+    const crashed = Promise.withResolvers<void>();
+    const offer = await offers.offer(CHUNK_BYTES, async (writer) => {
+      for (const [index, bytes] of chunks.entries()) {
+        // The rest waits for the crash: the session cannot finish before it.
+        if (index === 3) await crashed.promise;
+        await writer.chunk(index, bytes);
+      }
       await writer.end();
     });
     const fetching = receiveDirect({
       host: '127.0.0.1',
       offer,
       ...timeouts,
-      maxChunkBytes: 4096,
-      // The crash reaches the thread before this chunk's slot is released: the session cannot finish first.
-      onChunk: async (index) => void (index === 2 && crashDirectThreadForTest()),
+      target,
+      indices: all(target),
+      onChunk: (index) => {
+        if (index !== 2) return;
+        crashDirectThreadForTest();
+        crashed.resolve();
+      },
     });
     await expect(fetching).rejects.toMatchObject({ name: 'DirectThreadError' });
 
-    const next = await offers.offer(4096, async (writer) => {
-      await writer.chunk(7, chunk);
+    const next = await offers.offer(CHUNK_BYTES, async (writer) => {
+      await writer.chunk(7, chunks[7]);
       await writer.end();
     });
     const received: number[] = [];
-    await receiveDirect({ host: '127.0.0.1', offer: next, ...timeouts, maxChunkBytes: 4096, onChunk: async (index) => void received.push(index) });
+    await receiveDirect({ host: '127.0.0.1', offer: next, ...timeouts, target, indices: [7], onChunk: (index) => void received.push(index) });
     expect(received).toEqual([7]);
   });
 });

@@ -9,13 +9,15 @@
  * fetcher gets the same chunks over the libp2p stream instead.
  *
  * The sockets and records live in one worker thread per process (direct-thread.ts says why); this module is
- * the main thread's side: it starts that thread, passes chunks through shared slots and rebuilds its errors.
+ * the main thread's side: it starts that thread, reads a provider's chunks into shared slots for it to seal, tells a
+ * fetcher's session what each chunk must hash to and where to write it, and rebuilds the thread's errors.
  */
 import { Worker } from 'node:worker_threads';
 import { ReadTimeoutError, StreamAbortedError, UnexpectedEndOfStreamError } from '../../framing/errors.ts';
 import { abortReasonToError } from '../../framing/frame-stream.ts';
 import { MAX_DIRECT_OFFERS } from './constants.ts';
-import { DirectChannelUnavailableError, DirectThreadError, SealedRecordError } from './errors.ts';
+import type { ChunkTarget } from './download.ts';
+import { ChunkHashMismatchError, DirectChannelUnavailableError, DirectThreadError, SealedRecordError } from './errors.ts';
 import { SESSION_KEY_BYTES, newSessionKey } from './sealed-records.ts';
 import type { FlatError, FromThread, ToThread } from './direct-thread.ts';
 
@@ -32,17 +34,12 @@ export interface DirectTimeouts {
   idleTimeoutMs: number;
 }
 
-/**
- * Chunks the fetcher's thread may hand over before the main thread has hashed and written the first of them: the
- * thread decrypts while the main thread verifies and the disk writes. Each is a slot of the chunk size in the
- * session's shared buffer.
- */
-const CHUNKS_IN_FLIGHT = 4;
-/** Chunks the provider's main thread may hand its thread at once: one being sealed while the next is read. */
+/** Chunks the provider's main thread may hand its thread at once: one being sealed while the next is read into the other. */
 const PROVIDER_SLOTS = 2;
 
 /** Errors the thread may end a session with, rebuilt by name; anything else keeps its name on a plain Error. */
 const THREAD_ERRORS: Record<string, new (message: string) => Error> = {
+  ChunkHashMismatchError,
   DirectChannelUnavailableError,
   ReadTimeoutError,
   SealedRecordError,
@@ -103,6 +100,11 @@ class DirectThread {
     return id;
   }
 
+  /** The thread ends the session (if it has not already): a fetcher's then reports its end, once its writes are over. */
+  close(id: number): void {
+    this.post({ op: 'close', id });
+  }
+
   /** The session is over on this side; the thread drops it too (if it has not already). */
   forget(id: number): void {
     if (!this.sessions.delete(id)) return;
@@ -153,7 +155,7 @@ function waiter<T>(): PromiseWithResolvers<T> {
   return waiting;
 }
 
-/** Provider side of a session: sends chunks as sealed records (sealed in the thread). */
+/** Provider side of a session: sends chunks as sealed records (sealed in the thread, from the session's shared slots). */
 export class DirectChunkWriter {
   private readonly freeSlots: number[] = Array.from({ length: PROVIDER_SLOTS }, (_, slot) => slot);
   private slotFreed = waiter<void>();
@@ -169,15 +171,29 @@ export class DirectChunkWriter {
 
   /** Sends one chunk; `bytes` are copied before it resolves, so the caller may reuse them then. */
   async chunk(index: number, bytes: Uint8Array): Promise<void> {
+    await this.fill(index, bytes.byteLength, async (slot) => slot.set(bytes));
+  }
+
+  /**
+   * Sends one chunk of `bytes` bytes that `read` puts straight into the slot it is given (a file read lands there
+   * with no copy on this thread). Resolves once it is handed to the thread; the next `fill` may read while it seals.
+   */
+  async fill(index: number, bytes: number, read: (slot: Uint8Array) => Promise<void>): Promise<void> {
     while (this.freeSlots.length === 0) {
       this.throwIfFailed();
       await this.slotFreed.promise;
     }
     this.throwIfFailed();
-    if (bytes.byteLength > this.slotBytes) throw new RangeError(`chunk ${index} is larger than the session's slots`);
+    if (bytes > this.slotBytes) throw new RangeError(`chunk ${index} is larger than the session's slots`);
     const slot = this.freeSlots.shift() as number;
-    this.slots.set(bytes, slot * this.slotBytes);
-    this.thread.post({ op: 'send', id: this.id, slot, index, bytes: bytes.byteLength });
+    try {
+      await read(this.slots.subarray(slot * this.slotBytes, slot * this.slotBytes + bytes));
+    } catch (err) {
+      this.freeSlots.push(slot);
+      throw err;
+    }
+    this.throwIfFailed();
+    this.thread.post({ op: 'send', id: this.id, slot, index, bytes });
   }
 
   async end(): Promise<void> {
@@ -288,67 +304,67 @@ export class DirectOffers {
 export interface ReceiveDirectOptions extends DirectTimeouts {
   host: string;
   offer: DirectOffer;
-  maxChunkBytes: number;
+  /** The partial file the chunks go into, and what each must hash to. */
+  target: ChunkTarget;
+  /** The chunks the provider was asked for: the thread accepts no others. */
+  indices: number[];
   signal?: AbortSignal;
-  /** A chunk's bytes, valid until the returned promise settles. */
-  onChunk: (index: number, pieces: Uint8Array[]) => Promise<void>;
+  /** A chunk came: `matched` when it hashed right and is written to the target, else it is not written. */
+  onChunk: (index: number, matched: boolean) => void;
 }
 
 /**
- * Fetcher side: connect, say hello, hand every received chunk to `onChunk` (up to CHUNKS_IN_FLIGHT at a
- * time) until the provider ends the session. DirectChannelUnavailableError when no connection could be made
- * (nothing was received then); DirectThreadError when the thread died.
+ * Fetcher side: connect, say hello, and let the thread check and write every chunk that comes until the provider
+ * ends the session; `onChunk` hears of each. Returns or throws only once the thread's writes for the session are
+ * over, so the caller may close, sync or rename the file then. DirectChannelUnavailableError when no connection
+ * could be made (nothing was received then); DirectThreadError when the thread died; ChunkHashMismatchError when
+ * the provider sent a chunk that was not asked for.
  */
 export async function receiveDirect(options: ReceiveDirectOptions): Promise<void> {
   const key = Buffer.from(options.offer.key, 'base64');
   if (key.byteLength !== SESSION_KEY_BYTES) throw new SealedRecordError('the offered session key has the wrong size');
   options.signal?.throwIfAborted();
+  const { target, indices } = options;
+  const chunks = indices.map((index) => {
+    const chunk = target.chunks[index];
+    if (!chunk) throw new RangeError(`the target has no chunk ${index}`);
+    return { index, bytes: chunk.bytes, sha256: chunk.sha256 };
+  });
   const thread = DirectThread.get();
-  const shared = new SharedArrayBuffer(CHUNKS_IN_FLIGHT * options.maxChunkBytes);
-  const inFlight = new Set<Promise<void>>();
-  const outcome = waiter<void>();
-  let over = false;
-  let chunkFailure: Error | undefined;
-  const end = (err?: Error) => {
-    if (over) return;
-    over = true;
-    if (err) outcome.reject(err);
-    else outcome.resolve();
-  };
+  /** The session's end as the thread reports it (after its writes), or the thread's death. */
+  const over = waiter<void>();
+  let failure: Error | undefined;
   const id = thread.open({
     onMessage: (message) => {
-      if (over) return;
       if (message.op === 'chunk') {
-        const bytes = new Uint8Array(shared, message.slot * options.maxChunkBytes, message.bytes);
-        const handled: Promise<void> = options.onChunk(message.index, [bytes]).then(
-          () => {
-            inFlight.delete(handled);
-            thread.post({ op: 'release', id, slot: message.slot });
-          },
-          (err: Error) => {
-            inFlight.delete(handled);
-            chunkFailure ??= err;
-            end(err);
-          },
-        );
-        inFlight.add(handled);
-      } else if (message.op === 'done') end();
-      else if (message.op === 'failed') end(rebuild(message.error));
+        try {
+          options.onChunk(message.index, message.matched);
+        } catch (err) {
+          failure ??= err as Error;
+          thread.close(id);
+        }
+      } else if (message.op === 'done') over.resolve();
+      else if (message.op === 'failed') {
+        failure ??= rebuild(message.error);
+        over.resolve();
+      }
     },
-    fail: (err) => end(err),
+    fail: (err) => {
+      failure ??= err;
+      over.resolve();
+    },
   });
-  const onAbort = () => end(abortReasonToError(options.signal?.reason));
+  const onAbort = () => {
+    failure ??= abortReasonToError(options.signal?.reason);
+    thread.close(id);
+  };
   options.signal?.addEventListener('abort', onAbort, { once: true });
   try {
-    const { connectTimeoutMs, idleTimeoutMs, maxChunkBytes, host } = options;
-    thread.post({ op: 'fetch', id, host, port: options.offer.port, key, slots: shared, maxChunkBytes, connectTimeoutMs, idleTimeoutMs });
-    await outcome.promise;
-    // Every chunk handed over is written before the session counts as done.
-    await Promise.allSettled(inFlight);
-    if (chunkFailure) throw chunkFailure;
+    const { connectTimeoutMs, idleTimeoutMs, host } = options;
+    thread.post({ op: 'fetch', id, host, port: options.offer.port, key, path: target.path, chunkSize: target.chunkSize, chunks, connectTimeoutMs, idleTimeoutMs });
+    await over.promise;
+    if (failure) throw failure;
   } finally {
-    // Whatever happens, `onChunk` calls still running finish before the caller moves on.
-    await Promise.allSettled(inFlight);
     options.signal?.removeEventListener('abort', onAbort);
     thread.forget(id);
   }

@@ -3,8 +3,10 @@
  *
  * Chunks land in a partial file next to the destination (named after the blob's hash, so different
  * versions never mix). On a restart every chunk already in the partial file is re-hashed, and the ones that
- * verify are kept: no bookkeeping file can disagree with the data. Each received chunk is hashed before it
- * is written; a bad one is re-queued, preferably for another provider.
+ * verify are kept: no bookkeeping file can disagree with the data. Each received chunk is hashed against the
+ * manifest before it is written: here, or for the direct channel in its own thread (direct-thread.ts), which is
+ * handed the partial file and the chunks' hashes and reports each chunk written or refused. A bad one is re-queued,
+ * preferably for another provider.
  *
  * The blob is verified chunk by chunk and not hashed again as a whole: the signed manifest holds every chunk's
  * sha256 and size, and verifyManifest checks that the chunks tile the blob, so a blob whose every chunk verified
@@ -13,21 +15,36 @@
  * Only when every chunk has landed is the partial file synced and renamed onto `destPath` (atomic on one file
  * system).
  */
-import { createHash } from 'node:crypto';
 import { open, rename } from 'node:fs/promises';
 import type { FileHandle } from 'node:fs/promises';
+import { isExpectedChunk, writeAll } from './chunk-file.ts';
+import type { ChunkPieces } from './chunk-file.ts';
 import { CHUNKS_PER_REQUEST, FETCH_CONCURRENCY, MAX_CHUNK_ATTEMPTS, MAX_PROVIDER_FAILURES, SYNC_EVERY_BYTES } from './constants.ts';
 import { ChunkHashMismatchError, NoProviderError } from './errors.ts';
 import { readExactly } from './manifest.ts';
 import type { WeightsManifest } from './manifest.ts';
 
-/** A chunk's bytes as pieces in order, as they came off the wire: hashed and written without reassembly. */
-export type ChunkPieces = readonly Uint8Array[];
+/** The partial file and what its chunks must be: all that a provider needs to check and write chunks itself. */
+export interface ChunkTarget {
+  path: string;
+  chunkSize: number;
+  /** The signed manifest's chunks, by index. */
+  chunks: WeightsManifest['chunks'];
+}
+
+/** Where a provider puts the chunks of one request. */
+export interface ChunkSink {
+  target: ChunkTarget;
+  /** A chunk's bytes: hashed against the manifest here and written when they match. */
+  deliver(index: number, pieces: ChunkPieces): Promise<void>;
+  /** A chunk the provider hashed against `target.chunks` itself: written to `target.path` when it matched, not written when not. */
+  landed(index: number, matched: boolean): void;
+}
 
 /** A provider, as the download sees it: something that delivers chunks by index. */
 export interface ChunkProvider {
   id: string;
-  fetchChunks(indices: number[], onChunk: (index: number, pieces: ChunkPieces) => Promise<void>, signal?: AbortSignal): Promise<void>;
+  fetchChunks(indices: number[], sink: ChunkSink, signal?: AbortSignal): Promise<void>;
 }
 
 export interface DownloadStats {
@@ -62,7 +79,8 @@ export async function downloadBlob(options: DownloadOptions): Promise<DownloadSt
   const sync = new BackgroundSync(handle);
   try {
     const pending = existed ? await findMissingChunks(handle, manifest, stats) : manifest.chunks.map((c) => c.index);
-    await fetchMissing(handle, pending, stats, options, sync);
+    const target: ChunkTarget = { path: partialPath, chunkSize: manifest.chunkSize, chunks: manifest.chunks };
+    await fetchMissing(handle, target, pending, stats, options, sync);
     // Data (and the size) on disk before the rename: fdatasync, the timestamps need not be.
     await sync.finish();
   } finally {
@@ -93,14 +111,20 @@ async function findMissingChunks(handle: FileHandle, manifest: WeightsManifest, 
   const missing: number[] = [];
   for (const chunk of manifest.chunks) {
     await readExactly(handle, buffer, chunk.bytes, chunk.index * manifest.chunkSize);
-    const digest = createHash('sha256').update(buffer.subarray(0, chunk.bytes)).digest('hex');
-    if (digest === chunk.sha256) stats.chunksReused += 1;
+    if (isExpectedChunk([buffer.subarray(0, chunk.bytes)], chunk)) stats.chunksReused += 1;
     else missing.push(chunk.index);
   }
   return missing;
 }
 
-async function fetchMissing(handle: FileHandle, pending: number[], stats: DownloadStats, options: DownloadOptions, sync: BackgroundSync): Promise<void> {
+async function fetchMissing(
+  handle: FileHandle,
+  target: ChunkTarget,
+  pending: number[],
+  stats: DownloadStats,
+  options: DownloadOptions,
+  sync: BackgroundSync,
+): Promise<void> {
   const { manifest, providers, signal } = options;
   const queue = [...pending];
   const attempts = new Map<number, number>();
@@ -120,28 +144,41 @@ async function fetchMissing(handle: FileHandle, pending: number[], stats: Downlo
     return pool[nextProvider++ % pool.length];
   };
 
-  const onChunk = async (provider: ChunkProvider, index: number, pieces: ChunkPieces, requested: Set<number>) => {
-    const expected = manifest.chunks[index];
-    if (!requested.has(index) || !expected) throw new ChunkHashMismatchError(`chunk ${index} was not requested`);
-    requested.delete(index);
-    const byteLength = sizeOf(pieces);
-    const hash = createHash('sha256');
-    for (const piece of pieces) hash.update(piece);
-    const digest = hash.digest('hex');
-    if (byteLength !== expected.bytes || digest !== expected.sha256) {
+  /** The sink of one request to `provider`: `requested` loses each index as its chunk arrives. */
+  const sinkFor = (provider: ChunkProvider, requested: Set<number>): ChunkSink => {
+    const take = (index: number) => {
+      const expected = manifest.chunks[index];
+      if (!requested.delete(index) || !expected) throw new ChunkHashMismatchError(`chunk ${index} was not requested`);
+      return expected;
+    };
+    const refuse = (index: number) => {
       stats.chunksRejected += 1;
       options.onRejected?.(provider.id, index);
       if (!badFor.has(index)) badFor.set(index, new Set());
       badFor.get(index)?.add(provider.id);
       requeue(index);
-      return;
-    }
-    // No fsync here: one sync of the whole file before the rename makes the hand-over durable.
-    await writeAll(handle, pieces, index * manifest.chunkSize);
-    sync.written(byteLength);
-    stats.chunksFetched += 1;
-    stats.bytesFetched += byteLength;
-    options.onChunk?.(index, stats);
+    };
+    const written = (index: number, bytes: number) => {
+      sync.written(bytes);
+      stats.chunksFetched += 1;
+      stats.bytesFetched += bytes;
+      options.onChunk?.(index, stats);
+    };
+    return {
+      target,
+      deliver: async (index, pieces) => {
+        const expected = take(index);
+        if (!isExpectedChunk(pieces, expected)) return refuse(index);
+        // No fsync here: one sync of the whole file before the rename makes the hand-over durable.
+        await writeAll(handle, pieces, index * manifest.chunkSize);
+        written(index, expected.bytes);
+      },
+      landed: (index, matched) => {
+        const expected = take(index);
+        if (matched) written(index, expected.bytes);
+        else refuse(index);
+      },
+    };
   };
 
   const requeue = (index: number) => {
@@ -175,7 +212,7 @@ async function fetchMissing(handle: FileHandle, pending: number[], stats: Downlo
       const requested = new Set(batch);
       inFlight += 1;
       try {
-        await provider.fetchChunks(batch, (index, pieces) => onChunk(provider, index, pieces, requested), signal);
+        await provider.fetchChunks(batch, sinkFor(provider, requested), signal);
         if (requested.size > 0) throw new NoProviderError(`provider ${provider.id} skipped ${requested.size} chunks`);
       } catch (err) {
         if (signal?.aborted) throw err;
@@ -220,28 +257,5 @@ class BackgroundSync {
   /** No sync is running (before the file is closed). */
   settled(): Promise<void> {
     return this.running;
-  }
-}
-
-function sizeOf(pieces: ChunkPieces): number {
-  return pieces.reduce((sum, piece) => sum + piece.byteLength, 0);
-}
-
-/** Write the pieces back to back at `position` (writev may write less than asked: the rest is written again). */
-async function writeAll(handle: FileHandle, pieces: ChunkPieces, position: number): Promise<void> {
-  let left = pieces.filter((piece) => piece.byteLength > 0);
-  while (left.length > 0) {
-    const { bytesWritten } = await handle.writev(left as Uint8Array[], position);
-    position += bytesWritten;
-    let skip = bytesWritten;
-    const rest: Uint8Array[] = [];
-    for (const piece of left) {
-      if (skip >= piece.byteLength) skip -= piece.byteLength;
-      else {
-        rest.push(skip > 0 ? piece.subarray(skip) : piece);
-        skip = 0;
-      }
-    }
-    left = rest;
   }
 }

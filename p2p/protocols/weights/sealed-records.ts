@@ -112,49 +112,79 @@ export class OpeningRecord {
 }
 
 /**
- * The opened records of a byte source (a socket), each at most `maxPlaintextBytes`, each as its plaintext
- * pieces in order. Ciphertext is decrypted as it arrives: a record is never reassembled.
+ * Opens the records of a byte stream pushed to it piece by piece, each record at most `maxPlaintextBytes`, and hands
+ * each one's plaintext (pieces in order) to `onRecord` once its tag has authenticated it. Ciphertext is decrypted as
+ * it arrives and never reassembled; nothing of a pushed piece is kept, so its buffer may be reused once `push`
+ * returns (the direct channel reads its socket into one reused buffer).
  */
-export async function* readRecords(source: AsyncIterable<Buffer>, opener: RecordOpener, maxPlaintextBytes: number): AsyncGenerator<Buffer[]> {
-  const header = Buffer.alloc(RECORD_HEADER_BYTES);
-  let headerFilled = 0;
-  const tag = Buffer.alloc(RECORD_TAG_BYTES);
-  let tagFilled = 0;
-  let record: OpeningRecord | undefined;
-  let ciphertextLeft = 0;
-  for await (const piece of source) {
+export class RecordReader {
+  private readonly header = Buffer.alloc(RECORD_HEADER_BYTES);
+  private headerFilled = 0;
+  private readonly tag = Buffer.alloc(RECORD_TAG_BYTES);
+  private tagFilled = 0;
+  private record: OpeningRecord | undefined;
+  private ciphertextLeft = 0;
+
+  constructor(
+    private readonly opener: RecordOpener,
+    private readonly maxPlaintextBytes: number,
+    private readonly onRecord: (plaintext: Buffer[]) => void,
+  ) {}
+
+  /** SealedRecordError for a record that announces too many bytes or does not authenticate. */
+  push(piece: Buffer): void {
     let offset = 0;
     while (offset < piece.byteLength) {
-      if (!record) {
-        const taken = piece.copy(header, headerFilled, offset, offset + RECORD_HEADER_BYTES - headerFilled);
-        headerFilled += taken;
+      if (!this.record) {
+        const taken = piece.copy(this.header, this.headerFilled, offset, offset + RECORD_HEADER_BYTES - this.headerFilled);
+        this.headerFilled += taken;
         offset += taken;
-        if (headerFilled < RECORD_HEADER_BYTES) break;
-        const bodyBytes = header.readUInt32BE(0);
-        if (bodyBytes < RECORD_TAG_BYTES || bodyBytes > maxPlaintextBytes + RECORD_TAG_BYTES) {
+        if (this.headerFilled < RECORD_HEADER_BYTES) return;
+        const bodyBytes = this.header.readUInt32BE(0);
+        if (bodyBytes < RECORD_TAG_BYTES || bodyBytes > this.maxPlaintextBytes + RECORD_TAG_BYTES) {
           throw new SealedRecordError(`a record announced ${bodyBytes} bytes`);
         }
-        record = opener.begin(Buffer.from(header));
-        ciphertextLeft = bodyBytes - RECORD_TAG_BYTES;
-        tagFilled = 0;
-      } else if (ciphertextLeft > 0) {
-        const end = Math.min(piece.byteLength, offset + ciphertextLeft);
-        record.update(piece.subarray(offset, end));
-        ciphertextLeft -= end - offset;
+        this.record = this.opener.begin(Buffer.from(this.header));
+        this.ciphertextLeft = bodyBytes - RECORD_TAG_BYTES;
+        this.tagFilled = 0;
+      } else if (this.ciphertextLeft > 0) {
+        const end = Math.min(piece.byteLength, offset + this.ciphertextLeft);
+        this.record.update(piece.subarray(offset, end));
+        this.ciphertextLeft -= end - offset;
         offset = end;
       } else {
-        const taken = piece.copy(tag, tagFilled, offset, offset + RECORD_TAG_BYTES - tagFilled);
-        tagFilled += taken;
+        const taken = piece.copy(this.tag, this.tagFilled, offset, offset + RECORD_TAG_BYTES - this.tagFilled);
+        this.tagFilled += taken;
         offset += taken;
-        if (tagFilled < RECORD_TAG_BYTES) break;
-        const plaintext = record.finish(Buffer.from(tag));
-        record = undefined;
-        headerFilled = 0;
-        yield plaintext;
+        if (this.tagFilled < RECORD_TAG_BYTES) return;
+        const plaintext = this.record.finish(this.tag);
+        this.record = undefined;
+        this.headerFilled = 0;
+        this.onRecord(plaintext);
       }
     }
   }
-  if (record || headerFilled > 0) throw new UnexpectedEndOfStreamError('the direct channel ended inside a record');
+
+  /** The stream ended: UnexpectedEndOfStreamError when it ended inside a record. */
+  end(): void {
+    if (this.record || this.headerFilled > 0) throw new UnexpectedEndOfStreamError('the direct channel ended inside a record');
+  }
+}
+
+/** The opened records of a byte source (a socket), as RecordReader opens them, each as its plaintext pieces in order. */
+export async function* readRecords(source: AsyncIterable<Buffer>, opener: RecordOpener, maxPlaintextBytes: number): AsyncGenerator<Buffer[]> {
+  const opened: Buffer[][] = [];
+  const reader = new RecordReader(opener, maxPlaintextBytes, (plaintext) => opened.push(plaintext));
+  for await (const piece of source) {
+    try {
+      reader.push(piece);
+    } catch (err) {
+      yield* opened.splice(0); // the records before the bad one did open
+      throw err;
+    }
+    yield* opened.splice(0);
+  }
+  reader.end();
 }
 
 /** The first `count` bytes of `pieces` (copied: they are few) and the bytes after them (not copied); undefined when too short. */

@@ -32,7 +32,7 @@ import {
   weightsTopic,
 } from './constants.ts';
 import { downloadBlob } from './download.ts';
-import type { ChunkProvider, DownloadStats } from './download.ts';
+import type { ChunkProvider, ChunkTarget, DownloadStats } from './download.ts';
 import { DirectOffers, receiveDirect } from './direct.ts';
 import type { DirectOffer } from './direct.ts';
 import { ChunkHashMismatchError, DirectChannelUnavailableError, DirectThreadError, InvalidManifestError, UnknownBlobError } from './errors.ts';
@@ -231,14 +231,14 @@ export class WeightsProtocol {
     const blob = { model: manifest.model, version: manifest.version, sha256: manifest.sha256 };
     return {
       id: peer.toString(),
-      fetchChunks: async (indices, onChunk, signal) => {
+      fetchChunks: async (indices, sink, signal) => {
         let rest = indices;
         if (useDirect) {
           const delivered = new Set<number>();
           try {
-            await this.fetchDirect(peer, { op: 'direct', ...blob, indices }, manifest.chunkSize, signal, async (index, pieces) => {
+            await this.fetchDirect(peer, { op: 'direct', ...blob, indices }, sink.target, signal, (index, matched) => {
               chunksByPath.direct += 1;
-              await onChunk(index, pieces);
+              sink.landed(index, matched);
               delivered.add(index);
             });
             return;
@@ -255,19 +255,19 @@ export class WeightsProtocol {
           const bytes = await frames.read(signal);
           if (!bytes || bytes.byteLength !== frame.bytes) throw new UnexpectedEndOfStreamError('chunk body missing or of the wrong size');
           chunksByPath.libp2p += 1;
-          await onChunk(frame.index, [bytes]);
+          await sink.deliver(frame.index, [bytes]);
         });
       },
     };
   }
 
-  /** Ask for an offer over the libp2p stream, then receive the chunks on the direct channel. */
+  /** Ask for an offer over the libp2p stream, then receive the chunks on the direct channel (checked and written by its thread). */
   private async fetchDirect(
     peer: PeerId,
     request: Extract<WeightsRequest, { op: 'direct' }>,
-    chunkSize: number,
+    target: ChunkTarget,
     signal: AbortSignal | undefined,
-    onChunk: (index: number, pieces: Uint8Array[]) => Promise<void>,
+    onChunk: (index: number, matched: boolean) => void,
   ): Promise<void> {
     let offer: DirectOffer | undefined;
     await this.exchange(peer, request, signal, async (frame) => {
@@ -277,7 +277,7 @@ export class WeightsProtocol {
     if (!offer) throw new UnexpectedEndOfStreamError('no direct-channel offer in the response');
     const host = this.hostOf(peer);
     if (!host) throw new DirectChannelUnavailableError('the connection to the provider has no IP address');
-    await receiveDirect({ host, offer, ...this.directTimeouts, maxChunkBytes: chunkSize, signal, onChunk });
+    await receiveDirect({ host, offer, ...this.directTimeouts, target, indices: request.indices, signal, onChunk });
   }
 
   /** The provider's IP address as our libp2p connection to it sees it. */
@@ -365,44 +365,46 @@ export class WeightsProtocol {
   private async offerDirect(blob: ServedBlob, indices: number[]): Promise<DirectOffer> {
     if (!this.directTransfer) throw new DirectChannelUnavailableError('this peer offers no direct channel');
     for (const index of indices) if (!blob.manifest.chunks[index]) throw new InvalidRequestError(`no chunk ${index}`);
-    return this.directOffers.offer(blob.manifest.chunkSize, async (writer) => {
-      // The writer copies the bytes into its session's slot before it resolves: the read buffers can be reused.
-      await this.readChunks(blob, indices, (index, bytes) => writer.chunk(index, bytes), { reuseBuffers: true });
+    const { manifest, source } = blob;
+    return this.directOffers.offer(manifest.chunkSize, async (writer) => {
+      const handle = 'path' in source ? await open(source.path, 'r') : undefined;
+      try {
+        // Each chunk is read straight into the slot the thread seals it from; the thread seals one while the next is read.
+        for (const index of indices) {
+          const chunk = manifest.chunks[index];
+          const offset = index * manifest.chunkSize;
+          await writer.fill(index, chunk.bytes, async (slot) => {
+            if ('bytes' in source) slot.set(source.bytes.subarray(offset, offset + chunk.bytes));
+            else await readExactly(handle as FileHandle, slot, chunk.bytes, offset);
+          });
+        }
+      } finally {
+        await handle?.close();
+      }
       await writer.end();
     });
   }
 
-  /**
-   * Read the requested chunks of a served blob in order and hand each to `deliver`; the next read overlaps the
-   * delivery. With `reuseBuffers` (only when `deliver` is done with the bytes once it resolves) two read
-   * buffers alternate instead of a fresh one per chunk, whose page faults cost more than the read.
-   */
-  private async readChunks(
-    blob: ServedBlob,
-    indices: number[],
-    deliver: (index: number, bytes: Uint8Array) => Promise<void>,
-    options: { reuseBuffers?: boolean } = {},
-  ): Promise<void> {
+  /** Read the requested chunks of a served blob in order and hand each to `deliver`; the next read overlaps the delivery. */
+  private async readChunks(blob: ServedBlob, indices: number[], deliver: (index: number, bytes: Uint8Array) => Promise<void>): Promise<void> {
     const { manifest, source } = blob;
     for (const index of indices) if (!manifest.chunks[index]) throw new InvalidRequestError(`no chunk ${index}`);
     const handle = 'path' in source ? await open(source.path, 'r') : undefined;
-    const buffers = options.reuseBuffers ? [Buffer.allocUnsafe(manifest.chunkSize), Buffer.allocUnsafe(manifest.chunkSize)] : undefined;
-    const read = async (index: number, turn: number): Promise<Uint8Array> => {
+    const read = async (index: number): Promise<Uint8Array> => {
       const chunk = manifest.chunks[index];
       const offset = index * manifest.chunkSize;
       if ('bytes' in source) return source.bytes.subarray(offset, offset + chunk.bytes);
       // Unzeroed: readExactly fills every byte or throws.
-      const bytes = buffers ? buffers[turn % 2].subarray(0, chunk.bytes) : Buffer.allocUnsafe(chunk.bytes);
+      const bytes = Buffer.allocUnsafe(chunk.bytes);
       await readExactly(handle as FileHandle, bytes, chunk.bytes, offset);
       return bytes;
     };
     let next: Promise<Uint8Array> | undefined;
     try {
-      next = indices.length > 0 ? read(indices[0], 0) : undefined;
+      next = indices.length > 0 ? read(indices[0]) : undefined;
       for (const [i, index] of indices.entries()) {
         const bytes = await (next as Promise<Uint8Array>);
-        // Into the other buffer: this one is still being delivered.
-        next = i + 1 < indices.length ? read(indices[i + 1], i + 1) : undefined;
+        next = i + 1 < indices.length ? read(indices[i + 1]) : undefined;
         await deliver(index, bytes);
       }
     } finally {
