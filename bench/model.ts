@@ -242,7 +242,7 @@ async function mixedTraining(ctx: BenchContext, backend: string, init: { name: s
     }
     const tokens = samples.reduce((a, x) => a + x.tokens.length, 0);
     const tokensPerS = (steps * tokens) / (ms / 1000);
-    ctx.log(`train (mixed): ${steps} steps, ${tokensPerS.toFixed(1)} tokens/s, ${skippedSteps} skipped (loss scale overflow)`);
+    ctx.log(`train (mixed): ${steps} steps, ${tokensPerS.toFixed(1)} tokens/s, ${skippedSteps} skipped (gradients overflowed f16)`);
     return { tokensPerS, precision: `mixed (${report.reason})`, skippedSteps };
   } finally {
     await engine.close();

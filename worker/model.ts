@@ -161,6 +161,26 @@ export function linear(x: tf.Tensor2D, w: tf.Tensor2D): tf.Tensor2D {
 }
 
 /**
+ * The logits of hidden states x [N, D]: x · head [D, V]. In mixed-precision products with tied embeddings the head
+ * is the embedding table [V, D] read transposed by the product itself (x · Eᵀ, dx = dy · E, dE = dyᵀ · x), so that it
+ * reads the table's held f16 copy instead of rounding a transpose made in every forward; the same terms either way.
+ */
+export function headLogits(cfg: DecoderConfig, w: ModelWeights, x: tf.Tensor2D): tf.Tensor2D {
+  if (!cfg.tie_word_embeddings || !f16MatmulsActive()) return linear(x, w.head);
+  const f = tf.customGrad(((xIn: tf.Tensor, eIn: tf.Tensor, save: tf.GradSaveFunc) => {
+    save([xIn, eIn]);
+    return {
+      value: tf.matMul(xIn as tf.Tensor2D, eIn as tf.Tensor2D, false, true),
+      gradFunc: (dy: tf.Tensor, saved: tf.Tensor[]) => {
+        const [xs, es] = saved as tf.Tensor2D[];
+        return [tf.matMul(dy as tf.Tensor2D, es), tf.matMul(dy as tf.Tensor2D, xs, true, false)];
+      },
+    };
+  }) as unknown as CustomGradientFunc);
+  return f(x, w.embed) as tf.Tensor2D;
+}
+
+/**
  * Rows `ids` of `table` (an embedding lookup; the hidden states a tree's loss entries are predicted from) with a
  * gradient that does not need UnsortedSegmentSum (missing on wasm): the backward pass scatter-adds dy rows into a
  * dense [V, D] gradient in plain JS (N·D adds; a one-hot matmul would be N·V·D). Backends that cannot read
@@ -417,7 +437,7 @@ export function forward(cfg: DecoderConfig, w: ModelWeights, ids: Int32Array, b:
   if (ids.length !== b * t) throw new InvalidConfigError(`forward: ${ids.length} ids do not fill [${b}, ${t}]`);
   if (t > cfg.max_position_embeddings) throw new ContextLengthError(`sequence of ${t} tokens exceeds the context of ${cfg.max_position_embeddings}`);
   const positions = Array.from({ length: t }, (_, i) => i);
-  return linear(hiddenStates(cfg, w, ids, b, t, positions, kvOut, null), w.head); // [B·T, V]
+  return headLogits(cfg, w, hiddenStates(cfg, w, ids, b, t, positions, kvOut, null)); // [B·T, V]
 }
 
 /**
@@ -447,7 +467,7 @@ export function treeForward(cfg: DecoderConfig, w: ModelWeights, ids: Int32Array
   const keysOnly = outputNodes.length === 0;
   const hidden = hiddenStates(cfg, w, ids, 1, t, Array.from(tree.depth), null, layout, trunk, keysOnly); // [N, D]
   if (keysOnly) return tf.zeros([0, w.head.shape[1]]);
-  return linear(gatherRows(hidden, outputNodes), w.head); // [E, V]
+  return headLogits(cfg, w, gatherRows(hidden, outputNodes)); // [E, V]
 }
 
 /** Layouts behind a trunk, built once per tree: every layer and every pass over it (policy, reference) reuses one, and with it its planned blocks. */

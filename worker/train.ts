@@ -38,6 +38,9 @@ import { readScalars } from './read.ts';
 import type { LossScaler } from './loss-scale.ts';
 import { holdF16Copies, withF16Matmuls } from './webgpu/matmul.ts';
 
+/** The embedding table's name (HF): a product reads it only as a tied head. */
+const EMBEDDING = 'model.embed_tokens.weight';
+
 export class InvalidSampleError extends Error {
   override name = 'InvalidSampleError';
 }
@@ -446,11 +449,16 @@ function unscale<T extends tf.Tensor>(t: T, scale: number): T {
   return out;
 }
 
-/** The weights that mixed-precision products read from held f16 copies: every matrix of the model and the reference. */
+/**
+ * The weights that mixed-precision products read from held f16 copies: the model's and the reference's matrices
+ * (the embedding table only when tied: then the head's product reads it, model.ts headLogits; else a gather does).
+ */
 function masterWeights(state: TrainState): tf.Tensor[] {
-  // With LoRA the products read base + adapter sums made in each forward: nothing to hold (rounded as staged).
+  // With LoRA the products read base + adapter sums made in each forward: nothing to hold.
   if (state.lora) return [];
-  return [...Object.values(state.params), ...(state.reference ? Object.values(state.reference) : [])].filter((t) => t.rank === 2);
+  const tied = state.cfg.tie_word_embeddings;
+  const matrices = (p: Params) => Object.entries(p).filter(([name, t]) => t.rank === 2 && (tied || name !== EMBEDDING));
+  return [...matrices(state.params), ...(state.reference ? matrices(state.reference) : [])].map(([, t]) => t);
 }
 
 /**

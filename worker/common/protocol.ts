@@ -12,10 +12,11 @@ import type {
   NamedTensors,
   OptimizerState,
   TrainOptions,
+  TrainPrecision,
   TrainSample,
 } from './engine.ts';
 
-/** How to start an engine: which model, optional LoRA, backend override and seed. */
+/** How to start an engine: which model, optional LoRA, backend override, seed and training precision. */
 export interface EngineOptions {
   source: ModelSource;
   /** Train LoRA adapters on a frozen base instead of the full model. */
@@ -25,6 +26,8 @@ export interface EngineOptions {
   backend?: BackendName;
   /** Seeds LoRA init and everything else random in the engine (the builtin base weights have their own seed). */
   seed?: number;
+  /** 'mixed': mixed-precision training where the device allows (EngineInit.precision); default 'f32'. */
+  precision?: TrainPrecision;
 }
 
 export type EngineRequest =

@@ -78,7 +78,7 @@ export async function loadEngineInit(options: EngineOptions): Promise<EngineInit
     lora ??= loraFromPeftConfig(peft.config);
     adapter = peft.tensors;
   }
-  return { name, config, weights, tokenizer: await tokenizerFor(source), lora, adapter, backend: options.backend, seed: options.seed, writer: writerFor(source) };
+  return { name, config, weights, tokenizer: await tokenizerFor(source), lora, adapter, backend: options.backend, seed: options.seed, precision: options.precision, writer: writerFor(source) };
 }
 
 /** The engine on the calling thread (tests, benchmarks); `startEngine` runs the same in a worker thread. */

@@ -2,7 +2,8 @@
  * Our webgpu BatchMatMul against the cpu backend on seeded random operands (cases in testing/checks.ts): odd
  * sizes that leave every tile edge partial, both transposes, batched and broadcast 3-/4-D products, decode-shaped
  * (skinny) products, and the gradient. f32 within float tolerance; f16 (where the device compiles shader-f16)
- * within f16's rounding, and measurably different from f32, so the f16 path is known to have run. Skips only
+ * within f16's rounding, and measurably different from f32, so the f16 path is known to have run; the same for
+ * mixed-precision training's products (withF16Matmuls), B held in f16 or not. Skips only
  * without an adapter.
  */
 import { beforeAll, describe, expect, it } from 'vitest';
@@ -10,7 +11,7 @@ import * as tf from '@tensorflow/tfjs';
 import { selectBackend } from '../backend.ts';
 import { webgpuFeatures } from './device.ts';
 import { matmulStats, setMatmulKernel } from './matmul.ts';
-import { matmulCases, matmulChecks, matmulGradientCheck } from './testing/checks.ts';
+import { matmulCases, matmulChecks, matmulGradientCheck, mixedMatmulChecks } from './testing/checks.ts';
 import { webgpuSkipReason } from './testing/gpu.ts';
 
 const skipReason = await webgpuSkipReason();
@@ -37,6 +38,19 @@ describe.skipIf(skipReason !== null)(`our webgpu BatchMatMul vs the cpu backend$
     for (const c of checks) expect(c.ratio, c.name).toBeLessThanOrEqual(1);
     expect(matmulStats.f16 - before).toBe(matmulCases().length);
     expect(Math.max(...checks.map((c) => c.f32Ratio))).toBeGreaterThan(1); // f16's rounding shows: f32's tolerance fails it
+  });
+
+  it('mixed precision (training) matches within f16 rounding, with B held in f16 or rounded as staged', async (ctx) => {
+    if (!webgpuFeatures()?.shaderF16) ctx.skip();
+    for (const held of [true, false]) {
+      const before = { ...matmulStats };
+      const checks = await mixedMatmulChecks(held);
+      for (const c of checks) expect(c.ratio, c.name).toBeLessThanOrEqual(1);
+      expect(matmulStats.mixed - before.mixed).toBe(matmulCases().length); // skinny shapes too: all tiled
+      expect(matmulStats.skinny - before.skinny).toBe(0);
+      expect(matmulStats.mixedF16Weights - before.mixedF16Weights).toBe(held ? matmulCases().length : 0);
+      expect(Math.max(...checks.map((c) => c.f32Ratio))).toBeGreaterThan(1); // f16's rounding shows
+    }
   });
 
   it("the 'tfjs' choice runs tfjs's kernel (the fallback), which matches too", async () => {

@@ -13,7 +13,7 @@ import { applyRope as modelApplyRope, rmsNorm as modelRmsNorm, ropeTables } from
 import { behindTrunk, buildPrefixTree, type TreeLayout } from '../../prefix-tree.ts';
 import { attentionStats, MAX_HEAD_DIM } from '../attention.ts';
 import { ELEMENTWISE_WORKGROUP, MAX_WORKGROUPS_PER_DIMENSION } from '../gpu.ts';
-import { type MatmulKernel, setMatmulKernel, SKINNY_MAX_ROWS } from '../matmul.ts';
+import { holdF16Copies, type MatmulKernel, setMatmulKernel, SKINNY_MAX_ROWS, withF16Matmuls } from '../matmul.ts';
 import { type RmsReduction, rmsNorm, setRmsNormReduction } from '../rms-norm.ts';
 import { applyRope } from '../rope.ts';
 import { swiglu, swigluReference } from '../swiglu.ts';
@@ -103,6 +103,33 @@ export async function matmulChecks(kernel: MatmulKernel, cases = matmulCases()):
     out.push({
       name: `${matmulCaseName(c)} ${kernel}`,
       ratio: worstRatio(got, want, tol.atol + tol.atolPerSqrtK * sqrtK, tol.rtol),
+      f32Ratio: worstRatio(got, want, MATMUL_F32.atol + MATMUL_F32.atolPerSqrtK * sqrtK, MATMUL_F32.rtol),
+    });
+  }
+  return out;
+}
+
+/**
+ * Each case in mixed precision (withF16Matmuls): B read from its held f16 copy (`held`, as the master weights are),
+ * or as f32 rounded while staged (activations, gradients). Both round A and B to f16 and sum in f32, so f16's
+ * tolerance applies; the ratio under f32's shows the rounding happened.
+ */
+export async function mixedMatmulChecks(held: boolean, cases = matmulCases()): Promise<(Check & { f32Ratio: number })[]> {
+  const out: (Check & { f32Ratio: number })[] = [];
+  for (const [i, c] of cases.entries()) {
+    const inputs = [
+      { data: randomArray(size(c.a), 100 + i), shape: c.a },
+      { data: randomArray(size(c.b), 101 + i), shape: c.b },
+    ];
+    const [want] = await runOn('cpu', inputs, (a, b) => tf.matMul(a, b, c.transposeA, c.transposeB));
+    const [got] = await runOn('webgpu', inputs, (a, b) => {
+      if (held) holdF16Copies([b]);
+      return withF16Matmuls(() => tf.matMul(a, b, c.transposeA, c.transposeB));
+    });
+    const sqrtK = Math.sqrt(c.k);
+    out.push({
+      name: `${matmulCaseName(c)} mixed${held ? ', B held in f16' : ''}`,
+      ratio: worstRatio(got, want, MATMUL_F16.atol + MATMUL_F16.atolPerSqrtK * sqrtK, MATMUL_F16.rtol),
       f32Ratio: worstRatio(got, want, MATMUL_F32.atol + MATMUL_F32.atolPerSqrtK * sqrtK, MATMUL_F32.rtol),
     });
   }
@@ -379,8 +406,8 @@ export async function allKernelChecks(features: { shaderF16: boolean; subgroups:
   const checks: Check[] = [];
   const notRun: string[] = [];
   checks.push(...(await matmulChecks('tiled-f32')), await matmulGradientCheck('tiled-f32'));
-  if (features.shaderF16) checks.push(...(await matmulChecks('tiled-f16')), await matmulGradientCheck('tiled-f16'));
-  else notRun.push('matmul tiled-f16 (no shader-f16)');
+  if (features.shaderF16) checks.push(...(await matmulChecks('tiled-f16')), await matmulGradientCheck('tiled-f16'), ...(await mixedMatmulChecks(true)), ...(await mixedMatmulChecks(false)));
+  else notRun.push('matmul tiled-f16 and mixed (no shader-f16)');
   setMatmulKernel('tiled-f32');
   checks.push(...(await rmsNormChecks('workgroup')));
   if (features.subgroups) checks.push(...(await rmsNormChecks('subgroups')));
