@@ -1,16 +1,22 @@
 /**
  * Mixed-precision training on WebGPU (worker/precision.ts, webgpu/matmul.ts withF16Matmuls, loss-scale.ts) against
  * f32 on the same device and on the cpu backend. Runs where a WebGPU adapter with shader-f16 exists (lavapipe has
- * it); skipped only without an adapter. The fallbacks and the loss scaler's rules need no GPU.
+ * it); skipped only without an adapter. The loss scaler's rules, the exactness of scaling the gradient (cpu backend)
+ * and the fallback off webgpu need no GPU.
  */
 import { describe, expect, it } from 'vitest';
+import * as tf from '@tensorflow/tfjs';
 import { selectBackend } from './backend.ts';
 import type { BackendReport, NamedTensors, TrainMetrics, TrainSample } from './common/engine.ts';
 import { createEngineFromWeights, type LocalEngine } from './engine.ts';
 import { InvalidLossScaleError, LOSS_SCALE_GROWTH_INTERVAL, LossScaler, MAX_LOSS_SCALE, MIN_LOSS_SCALE } from './loss-scale.ts';
-import { initWeights } from './model.ts';
+import { initWeights, toParams } from './model.ts';
+import { AdamW } from './optimizer.ts';
 import { choosePrecision, MIXED_SELF_CHECK_TOLERANCE, mixedPrecisionSelfCheck, UnknownPrecisionError } from './precision.ts';
+import { readBatchGradients } from './testing/batch-gradients.ts';
 import { tinyByteConfig } from './testing/configs.ts';
+import { TRUNK_BUDGET, trunkSamples } from './testing/tree-samples.ts';
+import { batchGradients, DEFAULT_TRAIN_OPTIONS } from './train.ts';
 import { webgpuFeatures } from './webgpu/device.ts';
 import { matmulStats } from './webgpu/matmul.ts';
 import { webgpuSkipReason } from './webgpu/testing/gpu.ts';
@@ -37,6 +43,31 @@ describe('the loss scaler', () => {
 
   it('refuses a scale that is not a power of two in range', () => {
     for (const bad of [3, 0, 0.5, 2 * MAX_LOSS_SCALE, Number.NaN]) expect(() => new LossScaler(bad)).toThrowError(expect.objectContaining({ name: InvalidLossScaleError.name }));
+  });
+});
+
+describe('loss scaling in the gradient', () => {
+  it('gives the unscaled gradients exactly (a power of two), through a trunk and the PPO loss, on the cpu backend', async () => {
+    await tf.setBackend('cpu');
+    const cfg = tinyByteConfig({ max_position_embeddings: 128 }); // the trunk samples are 100 tokens long
+    const params = toParams(initWeights(cfg, 2), true);
+    const trainable = Object.values(params) as tf.Variable[];
+    const optimizer = new AdamW(trainable);
+    const state = { cfg, params, lora: null, trainable, optimizer, reference: null };
+    const opts = { ...DEFAULT_TRAIN_OPTIONS, microBatchTokens: TRUNK_BUDGET };
+    try {
+      const plain = await readBatchGradients(batchGradients(state, trunkSamples(), opts));
+      const scaled = await readBatchGradients(batchGradients(state, trunkSamples(), opts, 2 ** 12));
+      expect(plain.microBatches).toBeGreaterThan(1); // the samples do not fit one micro-batch: a trunk ran
+      expect(scaled.loss).toBe(plain.loss);
+      expect(scaled.entropy).toBe(plain.entropy);
+      // Every backward op is linear in the incoming gradient, and scaling by 2¹² is exact in f32 (no value here
+      // is near f32's range ends), so the unscaled sums are the same floats.
+      scaled.grads.forEach((g, i) => expect(g).toEqual(plain.grads[i]));
+    } finally {
+      optimizer.dispose();
+      tf.dispose(trainable);
+    }
   });
 });
 
