@@ -18,8 +18,9 @@ import { choosePrecision } from './precision.ts';
 import type { HostKvCache } from './kv-cache.ts';
 import { ContinuousBatcher, type DecoderRuntime, type Prefilled } from './sampler.ts';
 import { PrefixStore, sharedPrefixGroups } from './prefix-store.ts';
-import { decodeOnDevice, decodePaged, type DeviceDecodeWeights, deviceDecodeWeights, disposeDeviceDecodeWeights, pagedDecodingRuns, prefillOnDevice, prefillPaged, type TensorKvCache } from './tensor-decode.ts';
+import { decodeOnDevice, decodePaged, type DeviceDecodeWeights, deviceDecodeWeights, disposeDeviceDecodeWeights, extendPaged, pagedDecodingRuns, prefillOnDevice, prefillPaged, type TensorKvCache } from './tensor-decode.ts';
 import { devicePoolPages, PAGE_SLOTS, PagedKvPool, type PagedKvSequence } from './webgpu/paged-kv-cache.ts';
+import { PagedPrefixStore } from './webgpu/paged-prefix-store.ts';
 import { DEFAULT_TRAIN_OPTIONS, sequenceLogprobs, trainStep } from './train.ts';
 import type { Tokenizer } from './tokenizer/types.ts';
 import { checkDecoderTensors } from './checkpoint/decoder-tensors.ts';
@@ -48,7 +49,10 @@ export interface EngineInit {
   adapter?: NamedTensors | null;
   backend?: BackendName;
   seed?: number;
-  /** Bytes of finished sequences' KV caches kept for prompts that start the same way (host decoding; 0 turns it off). */
+  /**
+   * Bytes of finished sequences' KV caches kept for prompts that start the same way (host decoding); 0 turns it off,
+   * also on the device, whose kept sequences live in the paged pool and are bounded by it (paged-prefix-store.ts).
+   */
   prefixCacheBytes?: number;
   /** Bytes of the paged KV cache on the device (webgpu; allocated at the first prompt), shared by running sequences. */
   deviceKvCacheBytes?: number;
@@ -103,6 +107,8 @@ export class LocalEngine implements TrainerEngine {
   private readonly prefixes: PrefixStore;
   /** The paged KV cache of device decoding on webgpu, made at the first prompt. */
   private kvPool: PagedKvPool | null = null;
+  /** Finished sequences of the paged pool, for prompts that continue them (null with prefixCacheBytes 0); cleared whenever the weights change. */
+  private devicePrefixes: PagedPrefixStore | null = null;
   /** Mixed precision's loss scale, kept across steps; null when training in f32. */
   private readonly lossScaler: LossScaler | null;
   private closed = false;
@@ -227,20 +233,52 @@ export class LocalEngine implements TrainerEngine {
     const pool = () => {
       const dims = { layers: cfg.num_hidden_layers, kvHeads: cfg.num_key_value_heads, headDim: cfg.head_dim };
       const wanted = DEVICE_KV_SEQUENCES * Math.ceil(cfg.max_position_embeddings / PAGE_SLOTS);
-      this.kvPool ??= new PagedKvPool(dims, devicePoolPages(dims, this.init.deviceKvCacheBytes ?? DEFAULT_DEVICE_KV_CACHE_BYTES, wanted));
+      if (!this.kvPool) {
+        this.kvPool = new PagedKvPool(dims, devicePoolPages(dims, this.init.deviceKvCacheBytes ?? DEFAULT_DEVICE_KV_CACHE_BYTES, wanted));
+        if (this.init.prefixCacheBytes !== 0) this.devicePrefixes = new PagedPrefixStore(this.kvPool);
+      }
       return this.kvPool;
     };
     return {
       contextLength: cfg.max_position_embeddings,
       vocabSize: cfg.vocab_size,
-      prefill: (prompts) => prefillPaged(cfg, this.inferenceWeights().weights, pool(), prompts),
+      prefill: (prompts) => this.prefillPagedWithPrefixes(pool(), prompts),
       decode: (seqs, tokens) => {
         const w = this.inferenceWeights();
         return decodePaged(cfg, w.weights, w.device!, seqs, tokens);
       },
-      release: (seq) => seq.pool.release(seq),
+      release: (seq) => (this.devicePrefixes ? this.devicePrefixes.put(seq) : seq.pool.release(seq)),
       policyVersion: () => this.info.policyVersion,
     };
+  }
+
+  /**
+   * Prompts that continue a kept sequence share its pages and compute only the rest (extendPaged); the others are
+   * prefilled together. Every finished sequence is kept (release → the store), so the next turn of a conversation
+   * or another sample of a prompt continues it.
+   */
+  private async prefillPagedWithPrefixes(pool: PagedKvPool, prompts: number[][]): Promise<Prefilled<PagedKvSequence>[]> {
+    const cfg = this.init.config;
+    const w = this.inferenceWeights().weights;
+    const taken = prompts.map((prompt) => this.devicePrefixes?.take(prompt) ?? null);
+    const results: Prefilled<PagedKvSequence>[] = new Array(prompts.length);
+    const fresh = prompts.map((_, i) => i).filter((i) => !taken[i]);
+    const continued = prompts.map((_, i) => i).filter((i) => taken[i]);
+    try {
+      if (fresh.length > 0) (await prefillPaged(cfg, w, pool, fresh.map((i) => prompts[i]))).forEach((r, k) => (results[fresh[k]] = r));
+      if (continued.length > 0) {
+        const seqs = continued.map((i) => taken[i]!);
+        const reused = seqs.map((s) => s.length);
+        const logits = await extendPaged(cfg, w, seqs, continued.map((i, k) => prompts[i].slice(reused[k])));
+        const v = cfg.vocab_size;
+        continued.forEach((index, k) => (results[index] = { cache: seqs[k], logits: logits.slice(k * v, (k + 1) * v), reusedTokens: reused[k] }));
+      }
+    } catch (err) {
+      for (const s of taken) if (s) pool.release(s);
+      for (const r of results) if (r && !taken.includes(r.cache)) pool.release(r.cache);
+      throw err;
+    }
+    return results;
   }
 
   /** Fused (and LoRA-merged) weights for sampling, rebuilt after every weight change. */
@@ -259,6 +297,7 @@ export class LocalEngine implements TrainerEngine {
 
   private dropInferenceWeights(): void {
     this.prefixes.clear(); // computed by the weights that are going away
+    this.devicePrefixes?.clear();
     if (!this.inference) return;
     const owned = new Set(Object.values(this.params));
     const { weights, host, device, merged } = this.inference;

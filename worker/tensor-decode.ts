@@ -10,17 +10,18 @@
  * swiglu.ts; model.ts's composition elsewhere), and the layers' attention is one of two:
  * - on webgpu with our kernels, the paged KV cache (webgpu/paged-kv-cache.ts): one pool shared by every sequence,
  *   written in place, and one dispatch per layer that appends the batch's new keys and values and attends every
- *   sequence of the batch (webgpu/paged-attention.ts);
+ *   sequence of the batch (webgpu/paged-attention.ts); a prompt that continues a kept sequence shares its pages and
+ *   runs only the rest (extendPaged);
  * - elsewhere (wasm and cpu run this path in tests), each sequence keeps, per layer, its keys and values after RoPE
  *   as [KVH, len, hd] tensors that a step extends by one position (a copy: tfjs has no in-place update) and attends
  *   over with tf ops, about ten tfjs kernels per sequence per layer (tf.profile).
  */
 import * as tf from '@tensorflow/tfjs';
 import type { DecoderConfig } from './common/engine.ts';
-import { ContextLengthError, type DecodeLayer, disposeDecodeLayers, forward, fusedDecodeLayers, layerPrefix, type LayerKv, linear, type ModelWeights, paddedPrompts, type Params, rmsNorm, ropeTables, rotateHalfMatrix } from './model.ts';
+import { ContextLengthError, type DecodeLayer, disposeDecodeLayers, forward, fusedDecodeLayers, type GroupedKv, layerPrefix, type LayerKv, linear, type ModelWeights, paddedPrompts, type Params, rmsNorm, ropeTables, rotateHalfMatrix, treeForward } from './model.ts';
 import { ourKernelRuns } from './webgpu/gpu.ts';
 import { pagedAttention, pagedDecodeRuns } from './webgpu/paged-attention.ts';
-import { pagedAppend, type PagedKvPool, type PagedKvSequence } from './webgpu/paged-kv-cache.ts';
+import { PAGE_SLOTS, pagedAppend, type PagedKvPool, type PagedKvSequence, PagedKvShapeError } from './webgpu/paged-kv-cache.ts';
 import { rmsNorm as fusedRmsNorm, RMS_NORM_KERNEL } from './webgpu/rms-norm.ts';
 import { applyRope, ROPE_KERNEL } from './webgpu/rope.ts';
 import { swiglu } from './webgpu/swiglu.ts';
@@ -246,6 +247,7 @@ export async function prefillPaged(cfg: DecoderConfig, w: ModelWeights, pool: Pa
     const vocab = cfg.vocab_size;
     return seqs.map((cache, row) => {
       cache.length = prompts[row].length;
+      cache.tokens = prompts[row].slice();
       return { cache, logits: data.slice(row * vocab, (row + 1) * vocab) };
     });
   } catch (err) {
@@ -276,6 +278,64 @@ export async function decodePaged(cfg: DecoderConfig, w: ModelWeights, dw: Devic
       return tf.reshape(y, [n, h * hd]) as tf.Tensor2D;
     });
   });
-  seqs.forEach((s) => (s.length += 1));
+  seqs.forEach((s, i) => {
+    s.length += 1;
+    s.tokens.push(tokens[i]);
+  });
   return readLogits(logitsT);
+}
+
+/**
+ * Continue sequences that share a kept prefix (webgpu/paged-prefix-store.ts: whole pages, `seq.length` positions)
+ * by `rests[i]`: each rest runs through the model as a chain behind the prefix's keys and values, gathered from the
+ * pool (model.ts treeForward's trunk: the same attention as training behind a trunk), and its own keys and values
+ * are appended into new pages. Returns the last logits of each, [n, V] row-major. PagedKvPoolFullError, before any
+ * work, when the pool cannot hold the rests.
+ */
+export async function extendPaged(cfg: DecoderConfig, w: ModelWeights, seqs: PagedKvSequence[], rests: number[][]): Promise<Float32Array> {
+  if (seqs.length === 0) return new Float32Array(0);
+  checkContext(
+    cfg,
+    seqs.map((s, i) => s.length + rests[i].length - 1),
+  );
+  seqs[0].pool.reserve(
+    seqs,
+    seqs.map((s, i) => s.length + rests[i].length),
+  );
+  const logitsT = tf.tidy(() => {
+    const rows = seqs.map((seq, i) => extendOne(cfg, w, seq, rests[i])); // n × [1, V]
+    return rows.length === 1 ? rows[0] : tf.concat(rows, 0);
+  });
+  seqs.forEach((s, i) => {
+    s.length += rests[i].length;
+    s.tokens.push(...rests[i]);
+  });
+  return readLogits(logitsT);
+}
+
+/** extendPaged for one sequence (inside its tidy): the rest's last logits [1, V]; the pool written in place. */
+function extendOne(cfg: DecoderConfig, w: ModelWeights, seq: PagedKvSequence, rest: number[]): tf.Tensor2D {
+  const { num_key_value_heads: kvh, head_dim: hd } = cfg;
+  const { pool, length } = seq;
+  if (length % PAGE_SLOTS !== 0) throw new PagedKvShapeError(`a kept prefix is whole pages, not ${length} positions`);
+  const n = rest.length;
+  const pagesT = tf.tensor1d(seq.pages.slice(0, length / PAGE_SLOTS), 'int32');
+  const before: GroupedKv[] = pool.layers.map((layer) => {
+    const held = tf.gather(layer, pagesT); // [P, 2, KVH, PAGE_SLOTS, hd]
+    const grouped = (which: number) => {
+      const half = tf.squeeze(tf.slice(held, [0, which, 0, 0, 0], [-1, 1, -1, -1, -1]), [1]); // [P, KVH, PAGE_SLOTS, hd]
+      return tf.reshape(tf.transpose(half, [1, 0, 2, 3]), [kvh, length, hd]) as tf.Tensor3D; // [KVH, L, hd]
+    };
+    return { k: grouped(0), v: grouped(1) };
+  });
+  const chain = { parent: Int32Array.from(rest, (_, i) => i - 1), chainStart: new Int32Array(n), depth: Int32Array.from(rest, (_, i) => length + i) };
+  const keep: GroupedKv[] = [];
+  const logits = treeForward(cfg, w, Int32Array.from(rest), chain, Int32Array.of(n - 1), { before, keep }); // [1, V]
+  const slots = tf.tensor1d(
+    rest.map((_, i) => pool.slotOf(seq, length + i)),
+    'int32',
+  );
+  const byRow = (x: tf.Tensor3D) => tf.transpose(x, [1, 0, 2]) as tf.Tensor3D; // [KVH, n, hd] → [n, KVH, hd]
+  keep.forEach((kv, l) => pagedAppend(pool.layers[l], byRow(kv.k), byRow(kv.v), slots, { kStride: kvh, kOff: 0, vStride: kvh, vOff: 0 }));
+  return logits;
 }

@@ -14,6 +14,9 @@
  * The append kernel here writes many positions at once (a prefill's prompts); a decode step's one position per
  * sequence is written by the attention kernel itself, before it attends (one dispatch per layer).
  *
+ * A prompt that starts like a finished sequence shares that sequence's full pages (`share`, counted per page;
+ * paged-prefix-store.ts keeps finished sequences and gives their pages back when the pool runs short).
+ *
  * Bounds: one layer's pool within the device's storage binding (gpu.ts's checkBindable; the page count is capped to
  * fit), and the pages the caller asks for (PagedKvPoolFullError names it when a batch needs more than are free).
  */
@@ -69,6 +72,8 @@ export class PagedKvSequence {
   length = 0;
   /** Page ids, in position order. */
   readonly pages: number[] = [];
+  /** The tokens whose keys and values it holds, in order (the caller keeps them with `length`): what a prefix store matches. */
+  tokens: number[] = [];
   constructor(readonly pool: PagedKvPool) {}
 }
 
@@ -77,6 +82,13 @@ export class PagedKvPool {
   readonly layers: tf.Tensor[];
   /** Pages nobody holds, the most recently freed last (taken first). */
   private readonly freeList: number[];
+  /** Sequences holding each page: a full page of a prefix is shared (`share`) and freed when its last holder lets go. */
+  private readonly holders: Int32Array;
+  /**
+   * Called when a reservation needs `pages` more than are free, before it fails: a prefix store gives back the pages
+   * of sequences it keeps (paged-prefix-store.ts).
+   */
+  reclaim: ((pages: number) => void) | null = null;
 
   constructor(
     readonly dims: PagedKvDims,
@@ -86,6 +98,7 @@ export class PagedKvPool {
     // tf.fill runs on the device (tf.zeros would build the whole pool on the host first, then upload it).
     this.layers = Array.from({ length: dims.layers }, () => tf.fill([pages, 2, dims.kvHeads, PAGE_SLOTS, dims.headDim], 0));
     this.freeList = Array.from({ length: pages }, (_, i) => pages - 1 - i);
+    this.holders = new Int32Array(pages);
   }
 
   get freePages(): number {
@@ -100,17 +113,44 @@ export class PagedKvPool {
   reserve(seqs: PagedKvSequence[], lengths: number[]): void {
     const needs = seqs.map((s, i) => Math.max(0, Math.ceil(lengths[i] / PAGE_SLOTS) - s.pages.length));
     const total = needs.reduce((a, b) => a + b, 0);
+    if (total > this.freeList.length) this.reclaim?.(total - this.freeList.length);
     if (total > this.freeList.length) throw new PagedKvPoolFullError(`the device KV cache needs ${total} more pages of ${PAGE_SLOTS} positions and has ${this.freeList.length} free of ${this.pages}: fewer concurrent requests or shorter contexts need fewer`);
     seqs.forEach((s, i) => {
       if (s.pool !== this) throw new PagedKvShapeError('a sequence of another pool');
-      for (let k = 0; k < needs[i]; k++) s.pages.push(this.freeList.pop()!);
+      for (let k = 0; k < needs[i]; k++) {
+        const page = this.freeList.pop()!;
+        this.holders[page] = 1;
+        s.pages.push(page);
+      }
     });
   }
 
-  /** Return a sequence's pages (their contents are overwritten by whoever takes them next). */
+  /**
+   * A new sequence holding the first `length` positions of `source` (a whole number of pages, all written) without
+   * copying them: the pages are shared. Nobody writes a shared page: the new sequence appends at `length` and later,
+   * in pages of its own, and `source` must be finished (a kept prefix), so it appends nothing.
+   */
+  share(source: PagedKvSequence, length: number): PagedKvSequence {
+    if (source.pool !== this) throw new PagedKvShapeError('a sequence of another pool');
+    if (length % PAGE_SLOTS !== 0 || length > source.length) throw new PagedKvShapeError(`a shared prefix is whole written pages: ${length} positions of a sequence of ${source.length}`);
+    const seq = this.sequence();
+    for (const page of source.pages.slice(0, length / PAGE_SLOTS)) {
+      this.holders[page]++;
+      seq.pages.push(page);
+    }
+    seq.length = length;
+    seq.tokens = source.tokens.slice(0, length);
+    return seq;
+  }
+
+  /** Let go of a sequence's pages; a page nobody else holds is free again (its contents overwritten by whoever takes it next). */
   release(seq: PagedKvSequence): void {
-    while (seq.pages.length > 0) this.freeList.push(seq.pages.pop()!);
+    while (seq.pages.length > 0) {
+      const page = seq.pages.pop()!;
+      if (--this.holders[page] === 0) this.freeList.push(page);
+    }
     seq.length = 0;
+    seq.tokens = [];
   }
 
   /** Slot index (page · PAGE_SLOTS + slot) of position `pos` of `seq`, which must be reserved. */
