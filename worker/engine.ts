@@ -253,29 +253,44 @@ export class LocalEngine implements TrainerEngine {
   }
 
   /**
-   * Prompts that continue a kept sequence share its pages and compute only the rest (extendPaged); the others are
-   * prefilled together. Every finished sequence is kept (release → the store), so the next turn of a conversation
-   * or another sample of a prompt continues it.
+   * Prompts that continue a kept sequence share its pages and compute only the rest (extendPaged). Fresh prompts that
+   * share a prefix with each other (a group's repeats started together) have its whole pages prefilled once and
+   * kept, and every one of them continues it. The other prompts are prefilled together. Every finished sequence is
+   * kept (release → the store), so the next turn of a conversation or another sample of a prompt continues it.
    */
   private async prefillPagedWithPrefixes(pool: PagedKvPool, prompts: number[][]): Promise<Prefilled<PagedKvSequence>[]> {
     const cfg = this.init.config;
     const w = this.inferenceWeights().weights;
-    const taken = prompts.map((prompt) => this.devicePrefixes?.take(prompt) ?? null);
+    const store = this.devicePrefixes;
     const results: Prefilled<PagedKvSequence>[] = new Array(prompts.length);
-    const fresh = prompts.map((_, i) => i).filter((i) => !taken[i]);
-    const continued = prompts.map((_, i) => i).filter((i) => taken[i]);
+    const continued: { index: number; seq: PagedKvSequence; reusedTokens: number }[] = [];
+    const taken = prompts.map((prompt) => store?.take(prompt) ?? null);
+    taken.forEach((seq, index) => seq && continued.push({ index, seq, reusedTokens: seq.length }));
+    const uncached = prompts.map((_, i) => i).filter((i) => !taken[i]);
     try {
+      const grouped = new Set<number>();
+      for (const group of sharedPrefixGroups(uncached.map((i) => prompts[i]))) {
+        const members = group.members.map((k) => uncached[k]);
+        const length = group.length - (group.length % PAGE_SLOTS); // shared in whole pages (≥ MIN_REUSED_TOKENS = one page)
+        const [prefix] = await prefillPaged(cfg, w, pool, [prompts[members[0]].slice(0, length)]);
+        // The first member pays for the shared prefix; the others reuse it.
+        members.forEach((index, k) => {
+          grouped.add(index);
+          continued.push({ index, seq: pool.share(prefix.cache, length), reusedTokens: k === 0 ? 0 : length });
+        });
+        if (store) store.put(prefix.cache);
+        else pool.release(prefix.cache);
+      }
+      const fresh = uncached.filter((i) => !grouped.has(i));
       if (fresh.length > 0) (await prefillPaged(cfg, w, pool, fresh.map((i) => prompts[i]))).forEach((r, k) => (results[fresh[k]] = r));
       if (continued.length > 0) {
-        const seqs = continued.map((i) => taken[i]!);
-        const reused = seqs.map((s) => s.length);
-        const logits = await extendPaged(cfg, w, seqs, continued.map((i, k) => prompts[i].slice(reused[k])));
+        const logits = await extendPaged(cfg, w, continued.map((c) => c.seq), continued.map((c) => prompts[c.index].slice(c.seq.length)));
         const v = cfg.vocab_size;
-        continued.forEach((index, k) => (results[index] = { cache: seqs[k], logits: logits.slice(k * v, (k + 1) * v), reusedTokens: reused[k] }));
+        continued.forEach(({ index, seq, reusedTokens }, k) => (results[index] = { cache: seq, logits: logits.slice(k * v, (k + 1) * v), reusedTokens }));
       }
     } catch (err) {
-      for (const s of taken) if (s) pool.release(s);
-      for (const r of results) if (r && !taken.includes(r.cache)) pool.release(r.cache);
+      const holding = new Set([...continued.map((c) => c.seq), ...results.filter((r) => r !== undefined).map((r) => r.cache)]);
+      for (const seq of holding) pool.release(seq);
       throw err;
     }
     return results;

@@ -1,8 +1,9 @@
 /**
  * Prefix caching on the device (paged-prefix-store.ts, PagedKvPool.share, tensor-decode.ts extendPaged): the pool's
  * page sharing and the store's keep/take/reclaim rules on any backend; on webgpu, prompts that continue a finished
- * sequence reuse its pages and give the tokens and logprobs of an engine without the cache, also when the pool is
- * small enough that kept sequences must be given back. Skips only without an adapter.
+ * sequence, or share an opening with prompts started beside them, reuse its pages and give the tokens and logprobs
+ * of an engine without the cache, also when the pool is small enough that kept sequences must be given back. Skips
+ * only without an adapter.
  */
 import { describe, expect, it } from 'vitest';
 import * as tf from '@tensorflow/tfjs';
@@ -109,6 +110,33 @@ describe.skipIf(skipReason !== null)(`device prefix caching on WebGPU${skipReaso
       expect(ids(r), `turn ${t}`).toEqual(ids(want[t]));
       r.tokens.forEach((tok, i) => expect(tok.logprob).toBeCloseTo(want[t].tokens[i].logprob, 4));
     });
+  });
+
+  it('prefills the shared pages of prompts started together once, to the tokens of each prompt alone', async () => {
+    const opening = run(40, 7);
+    const prompts = [
+      [...opening, 1, 2],
+      run(20, 90),
+      [...opening, 1, 2],
+      [...opening, 3],
+    ];
+    const plain = await engineWith({ prefixCacheBytes: 0 });
+    const want: GenerateResult[] = [];
+    for (const promptIds of prompts) want.push(await plain.generate({ promptIds, sampling: sampling({ maxTokens: 5 }) })); // one at a time: nothing shared
+    await plain.close();
+    const together = await engineWith();
+    try {
+      const got = await Promise.all(prompts.map((promptIds) => together.generate({ promptIds, sampling: sampling({ maxTokens: 5 }) })));
+      // The 40-token opening's two whole pages: computed once (for the first member), reused by the other two.
+      expect(got.map((r) => r.cachedPromptTokens ?? 0).sort()).toEqual([0, 0, 32, 32]);
+      expect(got[1].cachedPromptTokens).toBeUndefined();
+      got.forEach((r, i) => {
+        expect(ids(r), `prompt ${i}`).toEqual(ids(want[i]));
+        r.tokens.forEach((tok, j) => expect(tok.logprob).toBeCloseTo(want[i].tokens[j].logprob, 4));
+      });
+    } finally {
+      await together.close();
+    }
   });
 
   it('gives kept pages back when the pool runs short, and forgets them when the weights change', async () => {
