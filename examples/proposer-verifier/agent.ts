@@ -4,6 +4,8 @@
  * environment (this script) knows the answer and rewards each role separately:
  *   proposer: 1 when its answer is right;  verifier: 1 when its verdict is right (accept a right answer, reject a
  *   wrong one). The team succeeds when a right answer is accepted.
+ * The verifier judges planted answers too (answersToJudge): in training right and wrong half and half, held out the
+ * proposer's answer and a counterpart of the other kind, its reward there being its balanced accuracy.
  * Attach with `--team proposer=MODEL_A,verifier=MODEL_B`; the runner sets OPENAI_*_PROPOSER / _VERIFIER.
  *
  * The prompts are exported so that the builtin team model's warm start (swarm/node/demo/sft-corpus.ts) is trained on
@@ -67,6 +69,35 @@ export function checkExpression(proposal: string, task: Pick<TeamTask, 'expressi
   return `${task.expression}==${proposal}`;
 }
 
+/** An answer the verifier is asked to judge; `planted` when it is not the proposer's. */
+export interface JudgedAnswer {
+  answer: string;
+  right: boolean;
+  planted: boolean;
+}
+
+/**
+ * The answers the verifier judges, each in a conversation of its own.
+ *   training: one, right or wrong by a fair coin: the proposer's answer when it is of the side drawn, else the
+ *     task's answer or a near miss (off by 1 to 10). Judging only the proposer's answers, the verifier saw mostly
+ *     wrong ones before training and mostly right ones after, and accepting everything came to pay: in one 40-step
+ *     run it drifted back to accepting 56% of wrong answers.
+ *   held out: the proposer's answer (the team's success rests on its verdict) and its counterpart (the task's
+ *     answer when the proposer's is wrong, a near miss when it is right), so that the verifier's held-out reward is
+ *     its balanced accuracy, the same measure whatever share of the proposer's answers is right.
+ */
+export function answersToJudge(proposal: string, task: Pick<TeamTask, 'answer'>, kind: 'train' | 'eval', rand: () => number): JudgedAnswer[] {
+  const own = { answer: proposal, right: proposal !== '' && Number(proposal) === task.answer, planted: false };
+  const rightOne = { answer: String(task.answer), right: true, planted: true };
+  const nearMiss = () => {
+    const offset = 1 + Math.floor(rand() * 10);
+    return { answer: String(task.answer + (rand() < 0.5 ? -offset : offset)), right: false, planted: true };
+  };
+  if (kind === 'eval') return [own, own.right ? nearMiss() : rightOne];
+  if (rand() < 0.5) return [own.right ? own : rightOne];
+  return [own.right || proposal === '' ? nearMiss() : own];
+}
+
 function callExpression(argumentsJson: string): string {
   try {
     return String((JSON.parse(argumentsJson) as { expr?: unknown }).expr ?? '');
@@ -128,22 +159,27 @@ async function converse(role: Role, messages: OpenAI.ChatCompletionMessageParam[
 
 async function main(): Promise<void> {
   const task = JSON.parse(process.env.AGENTJET_TASK!) as TeamTask;
+  const kind = process.env.AGENTJET_EPISODE_KIND === 'eval' ? 'eval' : 'train';
   const proposal = lastNumber(await converse('PROPOSER', proposerMessages(task)));
-  const verdict = verdictOf(await converse('VERIFIER', verifierMessages(task, proposal)));
+  const judged = answersToJudge(proposal, task, kind, Math.random);
+  const verdicts: ('accept' | 'reject' | null)[] = [];
+  for (const { answer } of judged) verdicts.push(verdictOf(await converse('VERIFIER', verifierMessages(task, answer))));
+  const correct = judged.filter((j, i) => verdicts[i] !== null && (verdicts[i] === 'accept') === j.right).length;
   const right = proposal !== '' && Number(proposal) === task.answer;
-  const verifierRight = verdict !== null && (verdict === 'accept') === right;
-  const accepted = verdict === 'accept';
+  const ownVerdict = verdicts[judged.findIndex((j) => !j.planted)];
+  // The acceptance rate of right and of wrong answers apart: a verifier that compares raises the first and lowers
+  // the second; one that only learns to accept raises both.
+  const acceptance = Object.fromEntries(judged.map((j, i) => [j.right ? 'accepted_if_right' : 'accepted_if_wrong', verdicts[i] === 'accept' ? 1 : 0]));
   console.log(
     JSON.stringify({
-      rewards: { proposer: right ? 1 : 0, verifier: verifierRight ? 1 : 0 },
-      success: right && accepted,
-      // The acceptance rate of right and of wrong proposals apart (each reported only where it applies): a verifier
-      // that compares raises the first and lowers the second; one that only learns to accept raises both.
+      rewards: { proposer: right ? 1 : 0, verifier: correct / judged.length },
+      success: right && ownVerdict === 'accept',
       metrics: {
         proposer_right: right ? 1 : 0,
-        verifier_right: verifierRight ? 1 : 0,
-        accepted: accepted ? 1 : 0,
-        [right ? 'accepted_if_right' : 'accepted_if_wrong']: accepted ? 1 : 0,
+        verifier_right: correct / judged.length,
+        accepted: ownVerdict === 'accept' ? 1 : 0,
+        ...acceptance,
+        ...(kind === 'train' ? { planted: judged[0].planted ? 1 : 0 } : {}),
       },
     }),
   );

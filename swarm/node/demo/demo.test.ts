@@ -173,8 +173,8 @@ describe('agentjet demo', () => {
         expect(own).toHaveLength(3);
         expect(figures.after).toBeCloseTo(own.reduce((a, e) => a + (e.reward ?? 0), 0) / 3, 10);
       }
-      // The script's metrics: each one's mean over the held-out episodes that reported it; the verdict on right and on
-      // wrong proposals is reported apart, once per team run.
+      // The script's metrics: each one's mean over the held-out episodes that reported it; held out, the verifier
+      // judges a right and a wrong answer in every team run and reports its verdict on each apart.
       const metrics = result.tasks[0].metrics;
       const reported = held.filter((e) => e.model === 'proposer').map((e) => e.metrics ?? {});
       for (const [name, figures] of Object.entries(metrics)) {
@@ -183,7 +183,9 @@ describe('agentjet demo', () => {
         if (values.length > 0) expect(figures.after).toBeCloseTo(values.reduce((a, v) => a + v, 0) / values.length, 10);
       }
       expect(metrics.verifier_right.episodesAfter).toBe(3);
-      expect((metrics.accepted_if_right?.episodesAfter ?? 0) + (metrics.accepted_if_wrong?.episodesAfter ?? 0)).toBe(3);
+      expect(metrics.accepted_if_right.episodesAfter).toBe(3);
+      expect(metrics.accepted_if_wrong.episodesAfter).toBe(3);
+      expect(metrics.verifier_right.after).toBeCloseTo(roles.verifier.after, 10);
       expect(demoSummary(result).tasks.team).toMatchObject({ roles: { proposer: roles.proposer, verifier: roles.verifier }, metrics: { verifier_right: { after: metrics.verifier_right.after } } });
     } finally {
       db.close();
