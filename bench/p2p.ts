@@ -10,6 +10,8 @@
  * - weights_vs_raw: weights / raw TCP (target ≥ 0.5); weights_libp2p_vs_raw: the fallback path's;
  * - weights_cpu_ms_per_mb: CPU time of both peer processes (all threads) per MB of a direct fetch: steadier than the
  *   throughput on a machine shared with other jobs, where the wall clock mostly measures the scheduler;
+ * - load_avg_1m: the machine's 1-minute load average as each round starts (median), next to `cores`: how shared the
+ *   machine was while the throughputs were measured;
  * - infer_frame_rtt_ms_p50: one request → one frame over /agentjet/infer/1, median of many.
  * With a model (two peer runtimes in this process, builtin:tiny on the server peer, none on the client peer):
  * - relay_overhead_ms_p50: a one-token chat completion through the client peer's gateway (relayed over
@@ -28,7 +30,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdtemp, readdir, rm, stat, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import type { AddressInfo } from 'node:net';
-import { tmpdir } from 'node:os';
+import { availableParallelism, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createSwarmToken, generateSwarmKey } from '../p2p/swarm-token/token.ts';
 import { serializeSafetensors } from '../worker/checkpoint/safetensors.ts';
@@ -132,15 +134,16 @@ export default async function p2pBench(ctx: BenchContext): Promise<Record<string
     await fetchSeconds(true);
     // Rounds of back-to-back transfers: on a shared machine the load drifts, so each ratio compares neighbours
     // and the medians are reported.
-    const rounds: Array<{ direct: number; directCpuMsPerMb: number; libp2p: number; blast: number; raw: number }> = [];
+    const rounds: Array<{ load: number; direct: number; directCpuMsPerMb: number; libp2p: number; blast: number; raw: number }> = [];
     for (let round = 1; round <= repeats; round++) {
       ctx.log(`round ${round}/${repeats}: weights (direct channel), weights (libp2p stream), bare libp2p stream, raw TCP…`);
+      const load = loadavg()[0];
       const direct = await fetchSeconds(true);
       const directCpuMsPerMb = lastFetchCpuMs / megabytes;
       const libp2p = await fetchSeconds(false);
       const blast = await fetcher.send<{ received: number; seconds: number }>({ cmd: 'blast-receive', peer: publisher.peerId, bytes: totalBytes });
       const raw = await rawTcpSeconds(blobPath, totalBytes);
-      rounds.push({ direct: megabytes / direct, directCpuMsPerMb, libp2p: megabytes / libp2p, blast: megabytes / blast.seconds, raw: megabytes / raw });
+      rounds.push({ load, direct: megabytes / direct, directCpuMsPerMb, libp2p: megabytes / libp2p, blast: megabytes / blast.seconds, raw: megabytes / raw });
     }
 
     ctx.log(`${roundTrips} infer round trips…`);
@@ -162,6 +165,8 @@ export default async function p2pBench(ctx: BenchContext): Promise<Record<string
       weights_vs_raw: median(rounds.map((r) => r.direct / r.raw)),
       weights_libp2p_vs_raw: median(rounds.map((r) => r.libp2p / r.raw)),
       weights_cpu_ms_per_mb: median(rounds.map((r) => r.directCpuMsPerMb)),
+      load_avg_1m: median(rounds.map((r) => r.load)),
+      cores: availableParallelism(),
       rounds,
       infer_frame_rtt_ms_p50: median(rtts),
       infer_round_trips: rtts.length,
@@ -184,6 +189,8 @@ export default async function p2pBench(ctx: BenchContext): Promise<Record<string
         { metric: 'weights_vs_raw', value: result.weights_vs_raw },
         { metric: 'weights_libp2p_vs_raw', value: result.weights_libp2p_vs_raw },
         { metric: 'weights_cpu_ms_per_mb', value: result.weights_cpu_ms_per_mb },
+        { metric: 'load_avg_1m', value: result.load_avg_1m },
+        { metric: 'cores', value: result.cores },
         { metric: 'infer_frame_rtt_ms_p50', value: result.infer_frame_rtt_ms_p50 },
       ]) + '\n',
     );
