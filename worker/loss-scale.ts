@@ -9,9 +9,9 @@
 
 /** Starting scale: 2¹⁵ keeps a cross-entropy gradient of a few thousand tokens (each ~1/N) well inside f16's normal range and far below its overflow. */
 export const INITIAL_LOSS_SCALE = 2 ** 15;
-/** Good steps in a row before the scale doubles. RL runs take hundreds, not PyTorch's default 2000, of steps: grow sooner. */
+/** Good steps in a row before the scale doubles: PyTorch's GradScaler waits 2000, but an RL run takes hundreds of steps, so the scale must recover within one. */
 export const LOSS_SCALE_GROWTH_INTERVAL = 200;
-/** The scale never goes below 1 (below it, scaling would only lose range) nor above 2²⁴ (past it, any gradient over 4e-3 already overflows). */
+/** The scale never goes below 1 (below it, scaling would only lose range) nor above 2²⁴ (there any gradient over 65504 / 2²⁴ ≈ 3.9e-3 overflows). */
 export const MIN_LOSS_SCALE = 1;
 export const MAX_LOSS_SCALE = 2 ** 24;
 
