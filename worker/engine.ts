@@ -21,6 +21,7 @@ import { PrefixStore, sharedPrefixGroups } from './prefix-store.ts';
 import { decodeOnDevice, decodePaged, type DeviceDecodeWeights, deviceDecodeWeights, disposeDeviceDecodeWeights, extendPaged, pagedDecodingRuns, prefillOnDevice, prefillPaged, type TensorKvCache } from './tensor-decode.ts';
 import { devicePoolPages, PAGE_SLOTS, PagedKvPool, type PagedKvSequence } from './webgpu/paged-kv-cache.ts';
 import { PagedPrefixStore } from './webgpu/paged-prefix-store.ts';
+import { releaseStaleF16Copies } from './webgpu/matmul.ts';
 import { DEFAULT_TRAIN_OPTIONS, sequenceLogprobs, trainStep } from './train.ts';
 import type { Tokenizer } from './tokenizer/types.ts';
 import { checkDecoderTensors } from './checkpoint/decoder-tensors.ts';
@@ -475,6 +476,7 @@ export class LocalEngine implements TrainerEngine {
     this.kvPool?.dispose();
     this.optimizer?.dispose();
     for (const t of [...Object.values(this.params), ...(this.reference ? Object.values(this.reference) : []), ...(this.lora ? loraVariables(this.lora) : [])]) t.dispose();
+    if (this.lossScaler) releaseStaleF16Copies(); // the weights' f16 copies (mixed precision) go with them
   }
 }
 

@@ -35,6 +35,21 @@ describe('AdamW', () => {
   });
 });
 
+describe('AdamW memory', () => {
+  it('holds two moments per variable and leaves no tensor behind once disposed', () => {
+    const params = [tf.variable(tf.ones([3, 4])), tf.variable(tf.ones([5]))];
+    const grads = [tf.ones([3, 4]), tf.ones([5])];
+    const before = tf.memory().numTensors;
+    const opt = new AdamW(params);
+    expect(tf.memory().numTensors - before).toBe(2 * params.length); // the moments, not also the zeros they began as
+    opt.step(grads, 0.1, 0.01);
+    expect(tf.memory().numTensors - before).toBe(2 * params.length);
+    opt.dispose();
+    expect(tf.memory().numTensors).toBe(before);
+    tf.dispose([...params, ...grads]);
+  });
+});
+
 describe('clipping and schedule', () => {
   it('clips by global norm', () => {
     const norm = globalNorm([tf.tensor1d([3, 0]), tf.tensor2d([[0, 4]])]);

@@ -27,8 +27,9 @@ export class AdamW {
     readonly params: tf.Variable[],
     private readonly opts: AdamWOptions = DEFAULT_ADAMW,
   ) {
-    this.m = params.map((p) => tf.variable(tf.zerosLike(p), false));
-    this.v = params.map((p) => tf.variable(tf.zerosLike(p), false));
+    // tidy releases the zeros tensors; each variable keeps their data (a variable made from a tensor shares it).
+    this.m = params.map((p) => tf.tidy(() => tf.variable(tf.zerosLike(p), false)));
+    this.v = params.map((p) => tf.tidy(() => tf.variable(tf.zerosLike(p), false)));
   }
 
   get stepCount(): number {

@@ -325,6 +325,14 @@ export function holdF16Copies(weights: readonly tf.Tensor[]): number {
   return made;
 }
 
+/** Release the f16 copies whose source tensors were disposed (an engine closing), without waiting for the next product. */
+export function releaseStaleF16Copies(): void {
+  if (tf.getBackend() !== 'webgpu') return;
+  const gpu = asWebGpu(tf.backend());
+  const copies = f16Copies.get(gpu);
+  if (copies) sweepF16Copies(gpu, copies);
+}
+
 /** The held f16 copy of `t`'s data, or null (read as f32 and rounded as staged). */
 function heldF16Copy(gpu: WebGpuBackend, t: tf.TensorInfo): tf.TensorInfo | null {
   return f16Copies.get(gpu)?.get(t.dataId) ?? null;
