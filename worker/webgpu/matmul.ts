@@ -306,7 +306,8 @@ function f16CopyOf(gpu: WebGpuBackend, t: tf.TensorInfo): tf.TensorInfo {
 /**
  * Make (or keep) the f16 copies of `weights` that mixed-precision products read B from. A variable's data changes
  * identity at every assign, so calling this after each optimizer step refreshes the copies of the weights it
- * changed and keeps the others; copies of replaced data are released at the next call (or matmul in 'tiled-f16').
+ * changed and keeps the others; copies of replaced data are released at the next call (or releaseStaleF16Copies,
+ * or a matmul in 'tiled-f16').
  * Only on webgpu with shader-f16 (elsewhere nothing reads them); returns the number of copies made.
  */
 export function holdF16Copies(weights: readonly tf.Tensor[]): number {
