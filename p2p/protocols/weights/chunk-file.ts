@@ -1,9 +1,10 @@
 /**
- * A fetched chunk on its way into the partial file: checked against the signed manifest, then written in place.
- * Both the main thread (chunks from the libp2p stream) and the direct channel's thread (its own chunks) use these.
+ * Chunks and the files they live in: a served chunk read from its blob, a fetched one checked against the signed
+ * manifest and written into the partial file. Both the main thread and the direct channel's thread use these.
  */
 import { createHash } from 'node:crypto';
 import type { FileHandle } from 'node:fs/promises';
+import { InvalidManifestError } from './errors.ts';
 
 /** A chunk's bytes as pieces in order, as they came off the wire: hashed and written without reassembly. */
 export type ChunkPieces = readonly Uint8Array[];
@@ -13,6 +14,16 @@ export interface ExpectedChunk {
   index: number;
   bytes: number;
   sha256: string;
+}
+
+/** Fill `buffer` with `length` bytes of the file from `position`; InvalidManifestError when the file ends first. */
+export async function readExactly(handle: FileHandle, buffer: Uint8Array, length: number, position: number): Promise<void> {
+  let read = 0;
+  while (read < length) {
+    const { bytesRead } = await handle.read(buffer, read, length - read, position + read);
+    if (bytesRead === 0) throw new InvalidManifestError('the file is shorter than its manifest');
+    read += bytesRead;
+  }
 }
 
 /** Whether the pieces, back to back, are the expected chunk. */

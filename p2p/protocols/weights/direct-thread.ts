@@ -1,19 +1,23 @@
 /**
- * The direct channel's data plane, run in a worker thread of its own (direct.ts starts it): the sockets and the
- * sealed records (AES-GCM both ways), and on the fetcher each chunk's sha256 and its write into the partial file.
+ * The direct channel's data plane, run in a worker thread of its own (direct.ts starts it): the sockets, the sealed
+ * records (AES-GCM both ways), the provider's reads of the blob, and the fetcher's sha256 of each chunk and its write
+ * into the partial file.
  *
  * Why a thread: at a gigabyte a second the records' buffers churn the heap that holds them. In the peer's main
  * isolate (tens of MB of libp2p state) that churn cost a mark-compact every ~50 ms once V8's memory reducer had
  * switched the heap to slow growth, which it does after any idle spell (measured: 440 → 230 MB/s). This isolate's
  * heap is small, so the same collections cost little.
  *
- * Provider: the main thread reads each chunk from the blob into a shared slot; this thread seals it from there.
- * Fetcher: this thread reads the socket into one reused buffer, opens each record, hashes the chunk against the
- * signed manifest's sha256 (which the main thread passed) and writes it into the partial file through a descriptor of
- * its own; the main thread only hears which chunks were written and which were refused. Chunk bytes never cross to
- * the main thread: copying them into shared memory (V8 copies shared memory word by word) cost as much as opening
- * them, and hashing there bought no overlap on a machine whose cores the two peers already keep busy.
+ * The main threads only set sessions up and hear how they went; chunk bytes never cross to them. Provider: this
+ * thread reads each requested chunk from the blob's file (the next read overlapping this chunk's sealing) or seals it
+ * straight from the blob in shared memory, and keeps a few chunks' worth queued on the socket. Fetcher: this thread
+ * reads the socket into one reused buffer, opens each record, hashes the chunk against the signed manifest's sha256
+ * (which the main thread passed) and writes it into the partial file through a descriptor of its own; the main thread
+ * hears which chunks were written and which were refused. Chunk bytes used to cross between the threads through
+ * shared slots: V8 copies shared memory word by word, and that copy cost as much as AES-GCM on each side, and each
+ * chunk also waited for turns of both main threads.
  */
+import { once } from 'node:events';
 import { open } from 'node:fs/promises';
 import type { FileHandle } from 'node:fs/promises';
 import { connect, createServer } from 'node:net';
@@ -21,7 +25,7 @@ import type { AddressInfo, OnReadOpts, Server, Socket } from 'node:net';
 import { parentPort } from 'node:worker_threads';
 import type { MessagePort } from 'node:worker_threads';
 import { ReadTimeoutError, StreamAbortedError, UnexpectedEndOfStreamError } from '../../framing/errors.ts';
-import { isExpectedChunk, writeAll } from './chunk-file.ts';
+import { isExpectedChunk, readExactly, writeAll } from './chunk-file.ts';
 import type { ExpectedChunk } from './chunk-file.ts';
 import { ChunkHashMismatchError, DirectChannelUnavailableError, SealedRecordError } from './errors.ts';
 import { RecordOpener, RecordReader, RecordSealer, readRecords, splitHead } from './sealed-records.ts';
@@ -37,14 +41,22 @@ export interface SessionTimeouts {
   idleTimeoutMs: number;
 }
 
+/** A served blob as the provider's thread reads it: its file, or its bytes in shared memory (a view of a SharedArrayBuffer). */
+export type ThreadBlob = { path: string } | { shared: Uint8Array };
+
+/** A chunk the provider's thread sends: at `index` times the chunk size in the blob, `bytes` long. */
+export interface ChunkToSend {
+  index: number;
+  bytes: number;
+}
+
 /** Main thread → this thread. Each message names its session by `id`. */
 export type ToThread =
-  /** Provider: open a one-time listener; chunks go out of `slots` (each `slotBytes` long). */
-  | ({ op: 'listen'; id: number; key: Uint8Array; host?: string; slots: SharedArrayBuffer; slotBytes: number } & SessionTimeouts)
-  /** Provider: seal and send the chunk `bytes` long in `slot`; answered by `sent` once the slot is free. */
-  | { op: 'send'; id: number; slot: number; index: number; bytes: number }
-  /** Provider: send the end record and close; answered by `done`. */
-  | { op: 'end'; id: number }
+  /**
+   * Provider: open a one-time listener; the first connection that proves the key gets `chunks` of `blob`, sealed, then
+   * the end record (answered by `done`).
+   */
+  | ({ op: 'listen'; id: number; key: Uint8Array; host?: string; blob: ThreadBlob; chunkSize: number; chunks: ChunkToSend[] } & SessionTimeouts)
   /**
    * Fetcher: connect, say hello and receive `chunks`: each is hashed, and written into the file at `path` (at its
    * index times `chunkSize`) when it matches.
@@ -52,15 +64,12 @@ export type ToThread =
   | ({ op: 'fetch'; id: number; host: string; port: number; key: Uint8Array; path: string; chunkSize: number; chunks: ExpectedChunk[] } & SessionTimeouts)
   /** Either side: drop the session (a cancelled fetch, a provider that failed, a closing peer). */
   | { op: 'close'; id: number; error?: FlatError }
-  /** Tests only: this thread dies at once, as a crash would. */
-  | { op: 'crash' };
+  /** Tests only: this thread dies as a crash would, at once or when its fetchers have opened `afterChunks` more chunks. */
+  | { op: 'crash'; afterChunks?: number };
 
 /** This thread → main thread. */
 export type FromThread =
   | { op: 'listening'; id: number; port: number }
-  /** Provider: a fetcher proved the key; the main thread may send. */
-  | { op: 'accepted'; id: number }
-  | { op: 'sent'; id: number; slot: number }
   /** Fetcher: a chunk came; `matched`: it hashed right and is written, else it is not written. */
   | { op: 'chunk'; id: number; index: number; matched: boolean }
   /**
@@ -77,9 +86,9 @@ const HELLO = new TextEncoder().encode('agentjet-weights-direct-hello-v1');
 const END_INDEX = 0xffffffff;
 const INDEX_BYTES = 4;
 /**
- * Sealed bytes queued on the socket before the provider holds a slot back until the socket drains. The socket's own
- * mark (16 KiB) would make it wait after every chunk: it then seals the next chunk while the fetcher waits, and waits
- * while the fetcher verifies. A few chunks' worth keeps both busy, and bounds what one session holds.
+ * Sealed bytes queued on the socket before the provider waits for it to drain. The socket's own mark (16 KiB) would
+ * make it wait after every chunk: it then seals the next chunk while the fetcher waits, and waits while the fetcher
+ * verifies. A few chunks' worth keeps both busy, and bounds what one session holds.
  */
 const MAX_UNSENT_BYTES = 4 * 1024 * 1024;
 /**
@@ -92,6 +101,9 @@ const READ_BUFFER_BYTES = 256 * 1024;
  * them while the next ones are opened and hashed, and the file's writes hold at most this many chunks of memory.
  */
 const WRITES_IN_FLIGHT = 4;
+
+/** Tests only: chunks the fetchers may still open before this thread dies (`crash` with `afterChunks`). */
+let crashCountdown: number | undefined;
 
 const flatten = (err: unknown): FlatError =>
   err instanceof Error ? { name: err.name, message: err.message } : { name: 'Error', message: String(err) };
@@ -132,8 +144,6 @@ abstract class Session {
 
 class ProviderSession extends Session {
   private readonly server: Server = createServer();
-  private sealer: RecordSealer | undefined;
-  private unsent: Array<() => void> = [];
 
   constructor(
     id: number,
@@ -162,9 +172,7 @@ class ProviderSession extends Session {
         clearTimeout(expiry);
         server.close();
         this.watch(socket, request.idleTimeoutMs);
-        socket.on('drain', () => this.drained());
-        this.sealer = new RecordSealer(request.key, 'provider');
-        this.port.postMessage({ op: 'accepted', id: this.id } satisfies FromThread);
+        this.send(socket).catch((err: unknown) => this.close(err));
       });
     });
     await new Promise<void>((resolve, reject) => {
@@ -175,45 +183,54 @@ class ProviderSession extends Session {
     this.port.postMessage({ op: 'listening', id: this.id, port: (server.address() as AddressInfo).port } satisfies FromThread);
   }
 
-  send(message: Extract<ToThread, { op: 'send' }>): void {
-    const head = Buffer.alloc(INDEX_BYTES);
-    head.writeUInt32BE(message.index, 0);
-    // Sealing copies the bytes: the slot is free once the socket has room for more.
-    const view = new Uint8Array(this.request.slots, message.slot * this.request.slotBytes, message.bytes);
-    this.write(this.sealOrThrow().seal([head, view]));
-    const sent = () => this.port.postMessage({ op: 'sent', id: this.id, slot: message.slot } satisfies FromThread);
-    if ((this.socket?.writableLength ?? 0) > MAX_UNSENT_BYTES) this.unsent.push(sent);
-    else sent();
-  }
-
-  end(): void {
-    const head = Buffer.alloc(INDEX_BYTES);
-    head.writeUInt32BE(END_INDEX, 0);
-    this.write(this.sealOrThrow().seal([head]));
-    this.socket?.end(() => {
+  /** Every requested chunk, then the end record; the next chunk is read while this one is sealed and sent. */
+  private async send(socket: Socket): Promise<void> {
+    const { blob, chunkSize, chunks, key } = this.request;
+    const sealer = new RecordSealer(key, 'provider');
+    const file = 'path' in blob ? await open(blob.path, 'r') : undefined;
+    // Two read buffers alternate: sealing copies a chunk out, so its buffer is free for the read after next.
+    const buffers = file ? [Buffer.allocUnsafe(chunkSize), Buffer.allocUnsafe(chunkSize)] : [];
+    const read = async (turn: number): Promise<Uint8Array> => {
+      const { index, bytes } = chunks[turn];
+      const offset = index * chunkSize;
+      if ('shared' in blob) return blob.shared.subarray(offset, offset + bytes);
+      const into = buffers[turn % 2].subarray(0, bytes);
+      await readExactly(file as FileHandle, into, bytes, offset);
+      return into;
+    };
+    let next = chunks.length > 0 ? read(0) : undefined;
+    try {
+      for (let turn = 0; turn < chunks.length; turn++) {
+        const bytes = await (next as Promise<Uint8Array>);
+        this.closed.signal.throwIfAborted();
+        next = turn + 1 < chunks.length ? read(turn + 1) : undefined;
+        write(socket, sealer.seal([indexHead(chunks[turn].index), bytes]));
+        if (socket.writableLength > MAX_UNSENT_BYTES) await once(socket, 'drain', { signal: this.closed.signal });
+      }
+    } finally {
+      // A read still running when sending failed must finish (and fail quietly) before the file closes.
+      await next?.catch(() => undefined);
+      await file?.close();
+    }
+    write(socket, sealer.seal([indexHead(END_INDEX)]));
+    socket.end(() => {
       this.port.postMessage({ op: 'done', id: this.id } satisfies FromThread);
       this.close();
     });
   }
+}
 
-  private sealOrThrow(): RecordSealer {
-    if (!this.sealer || this.closed.signal.aborted) throw new StreamAbortedError('the direct connection is closed');
-    return this.sealer;
-  }
+function indexHead(index: number): Buffer {
+  const head = Buffer.alloc(INDEX_BYTES);
+  head.writeUInt32BE(index, 0);
+  return head;
+}
 
-  private write(buffers: Buffer[]): void {
-    const socket = this.socket as Socket;
-    // Corked: the record's pieces leave in one writev, not one syscall each.
-    socket.cork();
-    for (const buffer of buffers) socket.write(buffer);
-    socket.uncork();
-  }
-
-  private drained(): void {
-    const waiting = this.unsent;
-    this.unsent = [];
-    for (const sent of waiting) sent();
-  }
+/** Corked: a record's pieces leave in one writev, not one syscall each. */
+function write(socket: Socket, buffers: Buffer[]): void {
+  socket.cork();
+  for (const buffer of buffers) socket.write(buffer);
+  socket.uncork();
 }
 
 class FetcherSession extends Session {
@@ -279,6 +296,7 @@ class FetcherSession extends Session {
       this.close();
       return;
     }
+    if (crashCountdown !== undefined && crashCountdown-- === 0) process.exit(1);
     const expected = this.expected.get(index);
     if (!expected) throw new ChunkHashMismatchError(`chunk ${index} was not requested`);
     this.expected.delete(index);
@@ -359,7 +377,11 @@ async function connectWithin(host: string, port: number, timeoutMs: number, clos
 function serve(port: MessagePort): void {
   const sessions = new Map<number, Session>();
   port.on('message', (message: ToThread) => {
-    if (message.op === 'crash') process.exit(1);
+    if (message.op === 'crash') {
+      if (message.afterChunks === undefined) process.exit(1);
+      crashCountdown = message.afterChunks;
+      return;
+    }
     const session = sessions.get(message.id);
     try {
       switch (message.op) {
@@ -375,10 +397,6 @@ function serve(port: MessagePort): void {
           fetcher.run().catch((err: unknown) => fetcher.close(err));
           return;
         }
-        case 'send':
-          return (session as ProviderSession | undefined)?.send(message);
-        case 'end':
-          return (session as ProviderSession | undefined)?.end();
         case 'close':
           return session?.close();
       }

@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { MAX_DIRECT_OFFERS } from './constants.ts';
 import { DirectOffers, crashDirectThreadForTest, receiveDirect } from './direct.ts';
+import type { DirectOffer } from './direct.ts';
 import type { ChunkTarget } from './download.ts';
 import { RecordOpener, RecordSealer, newSessionKey, readRecords } from './sealed-records.ts';
 
@@ -36,6 +37,18 @@ async function landedBytes(target: ChunkTarget, index: number): Promise<Buffer> 
 }
 
 const all = (target: ChunkTarget) => target.chunks.map((chunk) => chunk.index);
+
+/** The blob `chunks` make (chunk i at i times CHUNK_BYTES), in shared memory. */
+function sharedBlob(chunks: Buffer[]): Uint8Array {
+  const shared = new Uint8Array(new SharedArrayBuffer(chunks.length * CHUNK_BYTES));
+  for (const [index, bytes] of chunks.entries()) shared.set(bytes, index * CHUNK_BYTES);
+  return shared;
+}
+
+/** Offer `chunks` from shared memory: those at `indices` (default all), each as long as it is. */
+function offerChunks(chunks: Buffer[], indices = chunks.map((_, index) => index)): Promise<DirectOffer> {
+  return offers.offer({ shared: sharedBlob(chunks) }, CHUNK_BYTES, indices.map((index) => ({ index, bytes: chunks[index].byteLength })));
+}
 
 async function* bytesOf(buffers: Buffer[]): AsyncGenerator<Buffer> {
   // Split across arbitrary boundaries, the way a socket delivers them.
@@ -77,10 +90,7 @@ describe('sealed records', () => {
 describe('direct channel', () => {
   it('serves its one session to the fetcher that holds the key, not to a stranger who connects first', async () => {
     const chunks = [randomBytes(3000), randomBytes(10)];
-    const offer = await offers.offer(CHUNK_BYTES, async (writer) => {
-      for (const [index, bytes] of chunks.entries()) await writer.chunk(index, bytes);
-      await writer.end();
-    });
+    const offer = await offerChunks(chunks);
     const stranger = connect({ host: '127.0.0.1', port: offer.port });
     const strangerClosed = new Promise<Buffer>((resolve) => {
       const received: Buffer[] = [];
@@ -104,15 +114,19 @@ describe('direct channel', () => {
     expect((await landedBytes(target, 1)).equals(chunks[1])).toBe(true);
   });
 
-  it('reads a chunk straight into the slot it is sealed from', async () => {
-    const chunk = randomBytes(3000);
-    const offer = await offers.offer(CHUNK_BYTES, async (writer) => {
-      await writer.fill(0, chunk.byteLength, async (slot) => void slot.set(chunk));
-      await writer.end();
-    });
-    const target = await targetFor([chunk]);
-    await receiveDirect({ host: '127.0.0.1', offer, ...timeouts, target, indices: [0], onChunk: () => undefined });
-    expect((await landedBytes(target, 0)).equals(chunk)).toBe(true);
+  it("sends the chunks of a blob's file, read by the thread itself", async () => {
+    const chunks = [randomBytes(CHUNK_BYTES), randomBytes(CHUNK_BYTES), randomBytes(CHUNK_BYTES), randomBytes(77)];
+    const target = await targetFor(chunks);
+    const path = join(dirs[dirs.length - 1], 'blob');
+    await writeFile(path, Buffer.concat(chunks));
+    // Not in order, and not all of them.
+    const indices = [3, 0, 2];
+    const offer = await offers.offer({ path }, CHUNK_BYTES, indices.map((index) => ({ index, bytes: chunks[index].byteLength })));
+    const received: number[] = [];
+    await receiveDirect({ host: '127.0.0.1', offer, ...timeouts, target, indices, onChunk: (index, matched) => void (matched && received.push(index)) });
+    expect(received.sort()).toEqual([0, 2, 3]);
+    for (const index of indices) expect((await landedBytes(target, index)).equals(chunks[index])).toBe(true);
+    expect((await landedBytes(target, 1)).equals(Buffer.alloc(CHUNK_BYTES))).toBe(true);
   });
 
   it('refuses a chunk that does not hash to the manifest: not written, and the others still are', async () => {
@@ -120,12 +134,13 @@ describe('direct channel', () => {
     const target = await targetFor(chunks);
     const rotten = Buffer.from(chunks[1]);
     rotten[100] ^= 1;
-    const offer = await offers.offer(CHUNK_BYTES, async (writer) => {
-      await writer.chunk(0, chunks[0]);
-      await writer.chunk(1, rotten);
-      await writer.chunk(2, chunks[2].subarray(1)); // one byte short
-      await writer.end();
-    });
+    // The provider's copy: chunk 1 rotted, chunk 2 one byte short.
+    const shared = sharedBlob([chunks[0], rotten, chunks[2]]);
+    const offer = await offers.offer({ shared }, CHUNK_BYTES, [
+      { index: 0, bytes: 3000 },
+      { index: 1, bytes: 3000 },
+      { index: 2, bytes: 2999 },
+    ]);
     const received: Array<[number, boolean]> = [];
     await receiveDirect({ host: '127.0.0.1', offer, ...timeouts, target, indices: all(target), onChunk: (index, matched) => void received.push([index, matched]) });
     expect(received.sort()).toEqual([
@@ -141,10 +156,7 @@ describe('direct channel', () => {
   it('fails with ChunkHashMismatchError when the provider sends a chunk that was not asked for', async () => {
     const chunks = [randomBytes(3000), randomBytes(3000)];
     const target = await targetFor(chunks);
-    const offer = await offers.offer(CHUNK_BYTES, async (writer) => {
-      await writer.chunk(1, chunks[1]);
-      await writer.end();
-    });
+    const offer = await offerChunks(chunks, [1]);
     const received: number[] = [];
     await expect(receiveDirect({ host: '127.0.0.1', offer, ...timeouts, target, indices: [0], onChunk: (index) => void received.push(index) })).rejects.toMatchObject({
       name: 'ChunkHashMismatchError',
@@ -153,29 +165,32 @@ describe('direct channel', () => {
     expect((await landedBytes(target, 1)).equals(Buffer.alloc(3000))).toBe(true);
   });
 
+  it('refuses to offer bytes that are not in shared memory', async () => {
+    await expect(offers.offer({ shared: new Uint8Array(10) }, CHUNK_BYTES, [{ index: 0, bytes: 10 }])).rejects.toMatchObject({ name: 'TypeError' });
+  });
+
   it('is unavailable (not a failure of the fetch) when nothing listens at the offer', async () => {
-    const offer = await offers.offer(CHUNK_BYTES, async (writer) => writer.end());
+    const chunks = [randomBytes(10)];
+    const offer = await offerChunks(chunks);
     offers.closeAll();
-    const target = await targetFor([randomBytes(10)]);
+    const target = await targetFor(chunks);
     await expect(receiveDirect({ host: '127.0.0.1', offer, ...timeouts, target, indices: [0], onChunk: () => undefined })).rejects.toMatchObject({
       name: 'DirectChannelUnavailableError',
     });
   });
 
   it('caps the offers open at once on a provider (the fetcher then uses the libp2p stream)', async () => {
-    for (let i = 0; i < MAX_DIRECT_OFFERS; i++) await offers.offer(CHUNK_BYTES, async (writer) => writer.end());
-    await expect(offers.offer(CHUNK_BYTES, async (writer) => writer.end())).rejects.toMatchObject({ name: 'DirectChannelUnavailableError' });
+    const chunks = [randomBytes(10)];
+    for (let i = 0; i < MAX_DIRECT_OFFERS; i++) await offerChunks(chunks);
+    await expect(offerChunks(chunks)).rejects.toMatchObject({ name: 'DirectChannelUnavailableError' });
     offers.closeAll();
-    await expect(offers.offer(CHUNK_BYTES, async (writer) => writer.end())).resolves.toMatchObject({ port: expect.any(Number) });
+    await expect(offerChunks(chunks)).resolves.toMatchObject({ port: expect.any(Number) });
   });
 
   it('refuses a record altered on the way with SealedRecordError', async () => {
     const chunks = [randomBytes(3000), randomBytes(3000)];
     const target = await targetFor(chunks);
-    const offer = await offers.offer(CHUNK_BYTES, async (writer) => {
-      for (const [index, bytes] of chunks.entries()) await writer.chunk(index, bytes);
-      await writer.end();
-    });
+    const offer = await offerChunks(chunks);
     // A relay that flips one bit of what the provider sends, inside the second record's ciphertext.
     let relayed = 0;
     const relay = createServer((client) => {
@@ -206,43 +221,27 @@ describe('direct channel', () => {
   });
 
   it('offers no channel (DirectChannelUnavailableError, so the fetcher uses the libp2p stream) when the thread dies before listening', async () => {
+    const chunks = [randomBytes(10)];
     crashDirectThreadForTest(); // reaches the thread before the offer's listen does
-    await expect(offers.offer(CHUNK_BYTES, async (writer) => writer.end())).rejects.toMatchObject({ name: 'DirectChannelUnavailableError' });
-    await expect(offers.offer(CHUNK_BYTES, async (writer) => writer.end())).resolves.toMatchObject({ port: expect.any(Number) });
+    await expect(offerChunks(chunks)).rejects.toMatchObject({ name: 'DirectChannelUnavailableError' });
+    await expect(offerChunks(chunks)).resolves.toMatchObject({ port: expect.any(Number) });
   });
 
   it('fails its sessions with DirectThreadError when the thread dies, and the next session starts a new thread', async () => {
     const chunks = Array.from({ length: 8 }, () => randomBytes(CHUNK_BYTES));
     const target = await targetFor(chunks);
-    const crashed = Promise.withResolvers<void>();
-    const offer = await offers.offer(CHUNK_BYTES, async (writer) => {
-      for (const [index, bytes] of chunks.entries()) {
-        // The rest waits for the crash: the session cannot finish before it.
-        if (index === 3) await crashed.promise;
-        await writer.chunk(index, bytes);
-      }
-      await writer.end();
-    });
-    const fetching = receiveDirect({
-      host: '127.0.0.1',
-      offer,
-      ...timeouts,
-      target,
-      indices: all(target),
-      onChunk: (index) => {
-        if (index !== 2) return;
-        crashDirectThreadForTest();
-        crashed.resolve();
-      },
-    });
-    await expect(fetching).rejects.toMatchObject({ name: 'DirectThreadError' });
-
-    const next = await offers.offer(CHUNK_BYTES, async (writer) => {
-      await writer.chunk(7, chunks[7]);
-      await writer.end();
-    });
+    const offer = await offerChunks(chunks);
+    crashDirectThreadForTest(2); // as the fetcher opens the third chunk, before it is written
     const received: number[] = [];
+    await expect(receiveDirect({ host: '127.0.0.1', offer, ...timeouts, target, indices: all(target), onChunk: (index) => void received.push(index) })).rejects.toMatchObject({
+      name: 'DirectThreadError',
+    });
+    expect(received.length).toBeLessThanOrEqual(2);
+
+    const next = await offerChunks(chunks, [7]);
+    received.length = 0;
     await receiveDirect({ host: '127.0.0.1', offer: next, ...timeouts, target, indices: [7], onChunk: (index) => void received.push(index) });
     expect(received).toEqual([7]);
+    expect((await landedBytes(target, 7)).equals(chunks[7])).toBe(true);
   });
 });

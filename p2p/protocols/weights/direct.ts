@@ -9,7 +9,7 @@
  * fetcher gets the same chunks over the libp2p stream instead.
  *
  * The sockets and records live in one worker thread per process (direct-thread.ts says why); this module is
- * the main thread's side: it starts that thread, reads a provider's chunks into shared slots for it to seal, tells a
+ * the main thread's side: it starts that thread, tells a provider's session which chunks of which blob to send and a
  * fetcher's session what each chunk must hash to and where to write it, and rebuilds the thread's errors.
  */
 import { Worker } from 'node:worker_threads';
@@ -19,7 +19,7 @@ import { MAX_DIRECT_OFFERS } from './constants.ts';
 import type { ChunkTarget } from './download.ts';
 import { ChunkHashMismatchError, DirectChannelUnavailableError, DirectThreadError, SealedRecordError } from './errors.ts';
 import { SESSION_KEY_BYTES, newSessionKey } from './sealed-records.ts';
-import type { FlatError, FromThread, ToThread } from './direct-thread.ts';
+import type { ChunkToSend, FlatError, FromThread, ThreadBlob, ToThread } from './direct-thread.ts';
 
 /** What a provider answers a `direct` request with: where to connect and the session key (base64). */
 export interface DirectOffer {
@@ -33,9 +33,6 @@ export interface DirectTimeouts {
   /** A direct connection silent this long is dropped. */
   idleTimeoutMs: number;
 }
-
-/** Chunks the provider's main thread may hand its thread at once: one being sealed while the next is read into the other. */
-const PROVIDER_SLOTS = 2;
 
 /** Errors the thread may end a session with, rebuilt by name; anything else keeps its name on a plain Error. */
 const THREAD_ERRORS: Record<string, new (message: string) => Error> = {
@@ -116,9 +113,9 @@ class DirectThread {
     if (!this.dead) this.worker.postMessage(message);
   }
 
-  /** Tests only: the thread dies as a crash would. */
-  crashForTest(): void {
-    this.post({ op: 'crash' });
+  /** Tests only: the thread dies as a crash would, at once or after `afterChunks` more fetched chunks. */
+  crashForTest(afterChunks?: number): void {
+    this.post({ op: 'crash', afterChunks });
   }
 
   private die(reason: string): void {
@@ -130,9 +127,12 @@ class DirectThread {
   }
 }
 
-/** Tests only: make the direct channel's thread die as a crash would (open sessions fail, the next one starts anew). */
-export function crashDirectThreadForTest(): void {
-  DirectThread.get().crashForTest();
+/**
+ * Tests only: make the direct channel's thread die as a crash would (open sessions fail, the next one starts anew):
+ * at once, or when its fetch sessions have opened `afterChunks` more chunks.
+ */
+export function crashDirectThreadForTest(afterChunks?: number): void {
+  DirectThread.get().crashForTest(afterChunks);
 }
 
 /**
@@ -155,81 +155,10 @@ function waiter<T>(): PromiseWithResolvers<T> {
   return waiting;
 }
 
-/** Provider side of a session: sends chunks as sealed records (sealed in the thread, from the session's shared slots). */
-export class DirectChunkWriter {
-  private readonly freeSlots: number[] = Array.from({ length: PROVIDER_SLOTS }, (_, slot) => slot);
-  private slotFreed = waiter<void>();
-  private ended = waiter<void>();
-  private failure: Error | undefined;
-
-  constructor(
-    private readonly thread: DirectThread,
-    private readonly id: number,
-    private readonly slots: Uint8Array,
-    private readonly slotBytes: number,
-  ) {}
-
-  /** Sends one chunk; `bytes` are copied before it resolves, so the caller may reuse them then. */
-  async chunk(index: number, bytes: Uint8Array): Promise<void> {
-    await this.fill(index, bytes.byteLength, async (slot) => slot.set(bytes));
-  }
-
-  /**
-   * Sends one chunk of `bytes` bytes that `read` puts straight into the slot it is given (a file read lands there
-   * with no copy on this thread). Resolves once it is handed to the thread; the next `fill` may read while it seals.
-   */
-  async fill(index: number, bytes: number, read: (slot: Uint8Array) => Promise<void>): Promise<void> {
-    while (this.freeSlots.length === 0) {
-      this.throwIfFailed();
-      await this.slotFreed.promise;
-    }
-    this.throwIfFailed();
-    if (bytes > this.slotBytes) throw new RangeError(`chunk ${index} is larger than the session's slots`);
-    const slot = this.freeSlots.shift() as number;
-    try {
-      await read(this.slots.subarray(slot * this.slotBytes, slot * this.slotBytes + bytes));
-    } catch (err) {
-      this.freeSlots.push(slot);
-      throw err;
-    }
-    this.throwIfFailed();
-    this.thread.post({ op: 'send', id: this.id, slot, index, bytes });
-  }
-
-  async end(): Promise<void> {
-    this.throwIfFailed();
-    this.thread.post({ op: 'end', id: this.id });
-    await this.ended.promise;
-  }
-
-  /** @internal The thread freed a slot. */
-  slotSent(slot: number): void {
-    this.freeSlots.push(slot);
-    const freed = this.slotFreed;
-    this.slotFreed = waiter<void>();
-    freed.resolve();
-  }
-
-  /** @internal The thread sent the end record. */
-  done(): void {
-    this.ended.resolve();
-  }
-
-  /** @internal The session failed: every wait ends with `err`. */
-  fail(err: Error): void {
-    this.failure ??= err;
-    this.slotFreed.reject(err);
-    this.ended.reject(err);
-  }
-
-  private throwIfFailed(): void {
-    if (this.failure) throw this.failure;
-  }
-}
-
 /**
- * The provider's one-time listeners. `offer` opens one; the first connection that proves the key gets the
- * session, which `send` fills; then the listener closes (it also closes unused after connectTimeoutMs).
+ * The provider's one-time listeners. `offer` opens one; the first connection that proves the key gets the offered
+ * chunks, which the thread reads and seals by itself; then the listener closes (it also closes unused after
+ * connectTimeoutMs).
  */
 export class DirectOffers {
   /** Open sessions (listening or sending), by thread session id. */
@@ -241,11 +170,15 @@ export class DirectOffers {
     private readonly host?: string,
   ) {}
 
-  /** `chunkBytes`: the largest chunk `send` will pass (the size of the session's slots). */
-  async offer(chunkBytes: number, send: (writer: DirectChunkWriter) => Promise<void>): Promise<DirectOffer> {
+  /**
+   * Offers `chunks` of `blob` (each at its index times `chunkSize`). A blob's bytes must be a view of a
+   * SharedArrayBuffer: the thread seals straight from them.
+   */
+  async offer(blob: ThreadBlob, chunkSize: number, chunks: ChunkToSend[]): Promise<DirectOffer> {
     if (this.open.size >= MAX_DIRECT_OFFERS) throw new DirectChannelUnavailableError('too many direct channels open');
+    if ('shared' in blob && !(blob.shared.buffer instanceof SharedArrayBuffer)) throw new TypeError("the blob's bytes are not in shared memory");
     try {
-      return await this.listen(DirectThread.get(), chunkBytes, send);
+      return await this.listen(DirectThread.get(), blob, chunkSize, chunks);
     } catch (err) {
       throw withoutThread(err);
     }
@@ -255,38 +188,24 @@ export class DirectOffers {
     for (const id of [...this.open.keys()]) this.finish(id);
   }
 
-  private async listen(thread: DirectThread, chunkBytes: number, send: (writer: DirectChunkWriter) => Promise<void>): Promise<DirectOffer> {
+  private async listen(thread: DirectThread, blob: ThreadBlob, chunkSize: number, chunks: ChunkToSend[]): Promise<DirectOffer> {
     const key = newSessionKey();
-    const shared = new SharedArrayBuffer(PROVIDER_SLOTS * chunkBytes);
     const listening = waiter<number>();
-    let writer: DirectChunkWriter | undefined;
     const id = thread.open({
       onMessage: (message) => {
         if (message.op === 'listening') listening.resolve(message.port);
-        else if (message.op === 'accepted') {
-          writer = new DirectChunkWriter(thread, id, new Uint8Array(shared), chunkBytes);
-          const current = writer;
-          send(current).then(
-            () => this.finish(id),
-            (err: Error) => {
-              current.fail(err);
-              this.finish(id);
-            },
-          );
-        } else if (message.op === 'sent') writer?.slotSent(message.slot);
-        else if (message.op === 'done') writer?.done();
-        else if (message.op === 'expired') this.finish(id);
         else if (message.op === 'failed') fail(rebuild(message.error));
+        // Sent, unused or failed: the fetcher learns how from its own end of the connection.
+        else if (message.op === 'done' || message.op === 'expired') this.finish(id);
       },
       fail: (err) => fail(err),
     });
     const fail = (err: Error) => {
       listening.reject(err);
-      writer?.fail(err);
       this.finish(id);
     };
     this.open.set(id, thread);
-    thread.post({ op: 'listen', id, key, host: this.host, slots: shared, slotBytes: chunkBytes, ...this.timeouts });
+    thread.post({ op: 'listen', id, key, host: this.host, blob, chunkSize, chunks, ...this.timeouts });
     try {
       return { port: await listening.promise, key: key.toString('base64') };
     } catch (err) {

@@ -17,11 +17,10 @@
  */
 import { open, rename } from 'node:fs/promises';
 import type { FileHandle } from 'node:fs/promises';
-import { isExpectedChunk, writeAll } from './chunk-file.ts';
+import { isExpectedChunk, readExactly, writeAll } from './chunk-file.ts';
 import type { ChunkPieces } from './chunk-file.ts';
 import { CHUNKS_PER_REQUEST, FETCH_CONCURRENCY, MAX_CHUNK_ATTEMPTS, MAX_PROVIDER_FAILURES, SYNC_EVERY_BYTES } from './constants.ts';
 import { ChunkHashMismatchError, NoProviderError } from './errors.ts';
-import { readExactly } from './manifest.ts';
 import type { WeightsManifest } from './manifest.ts';
 
 /** The partial file and what its chunks must be: all that a provider needs to check and write chunks itself. */

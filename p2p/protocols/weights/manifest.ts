@@ -6,8 +6,8 @@ import type { PrivateKey } from '@libp2p/interface';
 import { peerIdFromString } from '@libp2p/peer-id';
 import { createHash } from 'node:crypto';
 import { open } from 'node:fs/promises';
-import type { FileHandle } from 'node:fs/promises';
 import { z } from 'zod';
+import { readExactly } from './chunk-file.ts';
 import {
   DEFAULT_CHUNK_BYTES,
   MANIFEST_SIGNING_DOMAIN,
@@ -93,15 +93,6 @@ export async function buildManifest(init: { model: string; version: number; sour
     }
   }
   return { v: MANIFEST_VERSION, model: init.model, version: init.version, totalBytes, sha256: whole.digest('hex'), chunkSize, chunks };
-}
-
-export async function readExactly(handle: FileHandle, buffer: Uint8Array, length: number, position: number): Promise<void> {
-  let read = 0;
-  while (read < length) {
-    const { bytesRead } = await handle.read(buffer, read, length - read, position + read);
-    if (bytesRead === 0) throw new InvalidManifestError('the file is shorter than its manifest');
-    read += bytesRead;
-  }
 }
 
 export async function signManifest(manifest: WeightsManifest, privateKey: PrivateKey, signer: string): Promise<SignedManifest> {

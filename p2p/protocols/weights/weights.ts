@@ -31,12 +31,13 @@ import {
   WEIGHTS_READ_TIMEOUT_MS,
   weightsTopic,
 } from './constants.ts';
+import { readExactly } from './chunk-file.ts';
 import { downloadBlob } from './download.ts';
 import type { ChunkProvider, ChunkTarget, DownloadStats } from './download.ts';
 import { DirectOffers, receiveDirect } from './direct.ts';
 import type { DirectOffer } from './direct.ts';
 import { ChunkHashMismatchError, DirectChannelUnavailableError, DirectThreadError, InvalidManifestError, UnknownBlobError } from './errors.ts';
-import { buildManifest, readExactly, signManifest, verifyManifest } from './manifest.ts';
+import { buildManifest, signManifest, verifyManifest } from './manifest.ts';
 import type { BlobSource, WeightsManifest, SignedManifest } from './manifest.ts';
 import { WeightsRequest, WeightsResponseFrame } from './wire.ts';
 
@@ -93,6 +94,17 @@ interface ServedBlob {
 }
 
 const blobKey = (model: string, version: number) => `${model}@${version}`;
+
+/**
+ * A blob served from memory is kept in shared memory, copied there once when it starts being served: the direct
+ * channel's thread then seals its chunks straight from it, with no copy per fetch.
+ */
+function inSharedMemory(source: BlobSource): BlobSource {
+  if ('path' in source || source.bytes.buffer instanceof SharedArrayBuffer) return source;
+  const shared = new Uint8Array(new SharedArrayBuffer(source.bytes.byteLength));
+  shared.set(source.bytes);
+  return { bytes: shared };
+}
 
 /** The direct channel cannot be had from this provider: it offers none, cannot be reached, predates it, or our thread died. */
 function directUnavailable(err: unknown): boolean {
@@ -156,7 +168,7 @@ export class WeightsProtocol {
   async publish(init: { model: string; version: number; source: BlobSource; chunkSize?: number; announce?: boolean }): Promise<SignedManifest> {
     const manifest = await buildManifest(init);
     const signed = await signManifest(manifest, this.components.privateKey, this.components.peerId.toString());
-    this.served.set(blobKey(manifest.model, manifest.version), { manifest, signed, source: init.source });
+    this.served.set(blobKey(manifest.model, manifest.version), { manifest, signed, source: inSharedMemory(init.source) });
     if (init.announce ?? true) await this.announce(signed);
     return signed;
   }
@@ -167,7 +179,7 @@ export class WeightsProtocol {
    */
   async serveExisting(signed: SignedManifest, source: BlobSource, options: { announce?: boolean } = {}): Promise<void> {
     const { manifest } = await verifyManifest(signed);
-    this.served.set(blobKey(manifest.model, manifest.version), { manifest, signed, source });
+    this.served.set(blobKey(manifest.model, manifest.version), { manifest, signed, source: inSharedMemory(source) });
     if (options.announce ?? true) await this.announce(signed);
   }
 
@@ -364,25 +376,14 @@ export class WeightsProtocol {
 
   private async offerDirect(blob: ServedBlob, indices: number[]): Promise<DirectOffer> {
     if (!this.directTransfer) throw new DirectChannelUnavailableError('this peer offers no direct channel');
-    for (const index of indices) if (!blob.manifest.chunks[index]) throw new InvalidRequestError(`no chunk ${index}`);
     const { manifest, source } = blob;
-    return this.directOffers.offer(manifest.chunkSize, async (writer) => {
-      const handle = 'path' in source ? await open(source.path, 'r') : undefined;
-      try {
-        // Each chunk is read straight into the slot the thread seals it from; the thread seals one while the next is read.
-        for (const index of indices) {
-          const chunk = manifest.chunks[index];
-          const offset = index * manifest.chunkSize;
-          await writer.fill(index, chunk.bytes, async (slot) => {
-            if ('bytes' in source) slot.set(source.bytes.subarray(offset, offset + chunk.bytes));
-            else await readExactly(handle as FileHandle, slot, chunk.bytes, offset);
-          });
-        }
-      } finally {
-        await handle?.close();
-      }
-      await writer.end();
+    const chunks = indices.map((index) => {
+      const chunk = manifest.chunks[index];
+      if (!chunk) throw new InvalidRequestError(`no chunk ${index}`);
+      return { index, bytes: chunk.bytes };
     });
+    // The thread reads the file itself, or seals straight from the bytes (in shared memory since they were served).
+    return this.directOffers.offer('path' in source ? { path: source.path } : { shared: source.bytes }, manifest.chunkSize, chunks);
   }
 
   /** Read the requested chunks of a served blob in order and hand each to `deliver`; the next read overlaps the delivery. */
