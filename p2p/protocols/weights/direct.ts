@@ -195,7 +195,7 @@ export class DirectOffers {
       onMessage: (message) => {
         if (message.op === 'listening') listening.resolve(message.port);
         else if (message.op === 'failed') fail(rebuild(message.error));
-        // Sent, unused or failed: the fetcher learns how from its own end of the connection.
+        // Sent or unused: the session is over (the fetcher learns how from its own end of the connection).
         else if (message.op === 'done' || message.op === 'expired') this.finish(id);
       },
       fail: (err) => fail(err),
@@ -235,7 +235,7 @@ export interface ReceiveDirectOptions extends DirectTimeouts {
 /**
  * Fetcher side: connect, say hello, and let the thread check and write every chunk that comes until the provider
  * ends the session; `onChunk` hears of each. Returns or throws only once the thread's writes for the session are
- * over, so the caller may close, sync or rename the file then. DirectChannelUnavailableError when no connection
+ * over (or the thread has died), so the caller may close, sync or rename the file then. DirectChannelUnavailableError when no connection
  * could be made (nothing was received then); DirectThreadError when the thread died; ChunkHashMismatchError when
  * the provider sent a chunk that was not asked for.
  */
