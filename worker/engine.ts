@@ -18,10 +18,11 @@ import { choosePrecision } from './precision.ts';
 import type { HostKvCache } from './kv-cache.ts';
 import { ContinuousBatcher, type DecoderRuntime, type Prefilled } from './sampler.ts';
 import { PrefixStore, sharedPrefixGroups } from './prefix-store.ts';
-import { decodeOnDevice, decodePaged, type DeviceDecodeWeights, deviceDecodeWeights, disposeDeviceDecodeWeights, extendPaged, pagedDecodingRuns, prefillOnDevice, prefillPaged, type TensorKvCache } from './tensor-decode.ts';
+import { decodeOnDevice, decodeOnDeviceSampled, decodePaged, decodePagedSampled, type DeviceDecodeWeights, deviceDecodeWeights, disposeDeviceDecodeWeights, extendPaged, pagedDecodingRuns, prefillOnDevice, prefillPaged, type TensorKvCache } from './tensor-decode.ts';
 import { devicePoolPages, PAGE_SLOTS, PagedKvPool, type PagedKvSequence } from './webgpu/paged-kv-cache.ts';
 import { PagedPrefixStore } from './webgpu/paged-prefix-store.ts';
 import { releaseStaleF16Copies } from './webgpu/matmul.ts';
+import { type DeviceSampling, deviceSamplingRuns } from './webgpu/sample.ts';
 import { DEFAULT_TRAIN_OPTIONS, sequenceLogprobs, trainStep } from './train.ts';
 import type { Tokenizer } from './tokenizer/types.ts';
 import { checkDecoderTensors } from './checkpoint/decoder-tensors.ts';
@@ -212,7 +213,10 @@ export class LocalEngine implements TrainerEngine {
     return results;
   }
 
-  /** Backends that read asynchronously where the paged kernels do not run: per-sequence device KV caches, one logits read per step (tensor-decode.ts). */
+  /**
+   * Backends that read asynchronously where the paged kernels do not run: per-sequence device KV caches
+   * (tensor-decode.ts); a step reads its tokens where our sampling kernel runs, else its logits.
+   */
   private deviceDecoding(): DecoderRuntime<TensorKvCache> {
     const cfg = this.init.config;
     return {
@@ -223,12 +227,21 @@ export class LocalEngine implements TrainerEngine {
         const w = this.inferenceWeights();
         return decodeOnDevice(cfg, w.weights, w.device!, caches, tokens);
       },
+      ...(deviceSamplingRuns() && {
+        decodeSampled: (caches: TensorKvCache[], tokens: number[], picks: DeviceSampling[]) => {
+          const w = this.inferenceWeights();
+          return decodeOnDeviceSampled(cfg, w.weights, w.device!, caches, tokens, picks);
+        },
+      }),
       release: (cache) => cache.dispose(),
       policyVersion: () => this.info.policyVersion,
     };
   }
 
-  /** Webgpu with our kernels: one paged KV cache on the device for every sequence, one attention dispatch per layer. */
+  /**
+   * Webgpu with our kernels: one paged KV cache on the device for every sequence, one attention dispatch per layer,
+   * tokens sampled on the device (one read of a token and a logprob per sequence per step).
+   */
   private pagedDecoding(): DecoderRuntime<PagedKvSequence> {
     const cfg = this.init.config;
     const pool = () => {
@@ -248,6 +261,12 @@ export class LocalEngine implements TrainerEngine {
         const w = this.inferenceWeights();
         return decodePaged(cfg, w.weights, w.device!, seqs, tokens);
       },
+      ...(deviceSamplingRuns() && {
+        decodeSampled: (seqs: PagedKvSequence[], tokens: number[], picks: DeviceSampling[]) => {
+          const w = this.inferenceWeights();
+          return decodePagedSampled(cfg, w.weights, w.device!, seqs, tokens, picks);
+        },
+      }),
       release: (seq) => (this.devicePrefixes ? this.devicePrefixes.put(seq) : seq.pool.release(seq)),
       policyVersion: () => this.info.policyVersion,
     };

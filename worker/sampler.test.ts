@@ -1,7 +1,9 @@
 import { describe, expect, it } from 'vitest';
+import type { GeneratedToken, SamplingParams } from './common/engine.ts';
 import { seededRandom } from './model.ts';
-import { sampleToken } from './sampler.ts';
+import { ContinuousBatcher, type DecodeCache, type DecoderRuntime, sampleToken } from './sampler.ts';
 import { sampling } from './testing/configs.ts';
+import type { DeviceSampling } from './webgpu/sample.ts';
 
 const logits = Float32Array.from([1, 3, 2, 0.5, -1]);
 const draw = (over: Parameters<typeof sampling>[0], n = 4000, seed = 1) => {
@@ -68,5 +70,83 @@ describe('sampleToken', () => {
     const lse = Math.log(Array.from(logits).reduce((a, z) => a + Math.exp(z), 0));
     expect(t.id).toBe(1);
     expect(t.logprob).toBeCloseTo(3 - lse, 6);
+  });
+});
+
+/** A stand-in model over FAKE_VOCAB tokens whose logits depend on the position and the last token. */
+const FAKE_VOCAB = 9;
+const fakeLogits = (position: number, last: number) => Float32Array.from({ length: FAKE_VOCAB }, (_, i) => 3 * Math.sin(1.7 * position + 0.3 * last + 2.1 * i));
+
+interface FakeCache extends DecodeCache {
+  length: number;
+  /** The request's sampling (a device sampler is handed the same, as a DeviceSampling). */
+  s: SamplingParams;
+}
+
+/** Runtime over fakeLogits; with `device`, decodeSampled samples each row by sampleToken with the pick's draw. */
+function fakeRuntime(bySampling: Map<number, SamplingParams>, device: boolean, calls: { decode: number; sampled: number }): DecoderRuntime<FakeCache> {
+  const step = (caches: FakeCache[], tokens: number[]) =>
+    caches.map((c, i) => {
+      const row = fakeLogits(c.length, tokens[i]);
+      c.length++;
+      return row;
+    });
+  return {
+    contextLength: 64,
+    vocabSize: FAKE_VOCAB,
+    prefill: (prompts) => prompts.map((p) => ({ cache: { length: p.length, s: bySampling.get(p[0])! }, logits: fakeLogits(p.length, p[p.length - 1]) })),
+    decode: (caches, tokens) => {
+      calls.decode++;
+      const out = new Float32Array(caches.length * FAKE_VOCAB);
+      step(caches, tokens).forEach((row, i) => out.set(row, i * FAKE_VOCAB));
+      return out;
+    },
+    ...(device && {
+      decodeSampled: async (caches: FakeCache[], tokens: number[], picks: DeviceSampling[]): Promise<GeneratedToken[]> => {
+        calls.sampled++;
+        return step(caches, tokens).map((row, i) => {
+          const { id, logprob } = sampleToken(row, caches[i].s, () => picks[i].draw);
+          return { id, logprob };
+        });
+      },
+    }),
+    policyVersion: () => 1,
+  };
+}
+
+describe('ContinuousBatcher with a runtime that samples on the device', () => {
+  /** Requests of every mode, seeded; the prompt's first token keys its sampling. */
+  const REQUESTS: SamplingParams[] = [
+    sampling({ maxTokens: 12 }),
+    sampling({ maxTokens: 12, temperature: 1, seed: 5 }),
+    sampling({ maxTokens: 9, temperature: 0.8, topK: 3, seed: 6 }),
+    sampling({ maxTokens: 12, temperature: 1.2, topP: 0.7, seed: 7 }),
+    sampling({ maxTokens: 7, temperature: 1, topK: 4, topP: 0.9, seed: 8 }),
+  ];
+
+  async function run(device: boolean, requests: SamplingParams[]) {
+    const bySampling = new Map(requests.map((s, i) => [i, s]));
+    const calls = { decode: 0, sampled: 0 };
+    const batcher = new ContinuousBatcher(fakeRuntime(bySampling, device, calls) as DecoderRuntime<DecodeCache>, null);
+    const results = await Promise.all(requests.map((s, i) => batcher.generate({ promptIds: [i, 3, 1], sampling: s })));
+    return { tokens: results.map((r) => r.tokens.map((t) => t.id)), calls };
+  }
+
+  it("takes each request's draws as the host sampler does: the same tokens", async () => {
+    const host = await run(false, REQUESTS);
+    const device = await run(true, REQUESTS);
+    expect(device.tokens).toEqual(host.tokens);
+    expect(device.calls.decode).toBe(0);
+    expect(device.calls.sampled).toBe(host.calls.decode);
+    expect(host.tokens.flat().length).toBe(REQUESTS.reduce((a, s) => a + s.maxTokens, 0)); // no stop ids: every request ran to its length
+  });
+
+  it('reads logits for a step where a request wants top logprobs', async () => {
+    const requests = [...REQUESTS, sampling({ maxTokens: 3, temperature: 1, topLogprobs: 2, seed: 9 })];
+    const host = await run(false, requests);
+    const device = await run(true, requests);
+    expect(device.tokens).toEqual(host.tokens);
+    expect(device.calls.decode).toBe(2); // the two steps the top-logprobs request took part in (its first token is the prefill's)
+    expect(device.calls.sampled).toBe(host.calls.decode - 2);
   });
 });

@@ -11,12 +11,16 @@
  * PPO ratios. Alternatives (`top`) come from the same distribution, best first.
  *
  * `ContinuousBatcher` runs every active request in one shared decode step: a request is prefilled and joins the
- * running batch between two steps, and leaves it as soon as it stops, without waiting for the others.
+ * running batch between two steps, and leaves it as soon as it stops, without waiting for the others. Where the
+ * runtime samples on the device (decodeSampled: webgpu), a step reads back each row's token and logprob instead of
+ * its logits, with the draws taken from the same PRNGs in the same order (devicePick); a step where a request wants
+ * top logprobs reads the logits. Tokens after prefill are sampled here, from the prompt's last logits.
  */
 import type { FinishReason, GeneratedToken, GenerateRequest, GenerateResult, SamplingParams, TokenLogprob } from './common/engine.ts';
 import { ContextLengthError, seededRandom } from './model.ts';
 import { StopStringDetector, StreamDecoder } from './tokenizer/stream-decoder.ts';
 import type { Tokenizer } from './tokenizer/types.ts';
+import type { DeviceSampling } from './webgpu/sample.ts';
 
 export class InvalidSamplingError extends Error {
   override name = 'InvalidSamplingError';
@@ -81,12 +85,28 @@ function nucleusCandidates(logp: Float64Array, topP: number): number[] {
 /** Scratch for log-probabilities, reused across calls (sampling is synchronous): no allocation per token. */
 let scratch = new Float64Array(0);
 
+/**
+ * Whether `s` picks greedily (and so takes no draw). A temperature so small that 1/T overflows (a denormal) is
+ * greedy in effect; scaling by Infinity would make every logit NaN and the pick undefined.
+ */
+function isGreedy(s: SamplingParams): boolean {
+  return s.temperature <= 0 || !Number.isFinite(1 / s.temperature);
+}
+
+/**
+ * A request's next token as the device sampler takes it (webgpu/sample.ts): its parameters and the draw that
+ * sampleToken would take from `rand` now (none when greedy), so that the request's stream of draws is the same
+ * whichever samples.
+ */
+export function devicePick(s: SamplingParams, rand: () => number): DeviceSampling {
+  const greedy = isGreedy(s);
+  return { invTemperature: greedy ? 0 : 1 / s.temperature, topK: s.topK, topP: s.topP, draw: greedy ? 0 : rand() };
+}
+
 /** Sample one token from a row of logits [V]. `rand` is the request's seeded PRNG (one draw per sampled token). */
 export function sampleToken(logits: Float32Array, s: SamplingParams, rand: () => number): GeneratedToken {
   const vocab = logits.length;
-  // A temperature so small that 1/T overflows (a denormal) is greedy in effect; scaling by Infinity would make
-  // every logit NaN and the pick undefined.
-  const greedy = s.temperature <= 0 || !Number.isFinite(1 / s.temperature);
+  const greedy = isGreedy(s);
   const invT = greedy ? 1 : 1 / s.temperature;
   // One pass for the max (and the greedy pick), one for exp-sum; logp = z − lse with z = (logit − max) / T.
   let max = -Infinity;
@@ -175,6 +195,12 @@ export interface DecoderRuntime<C extends DecodeCache = DecodeCache> {
   prefill(prompts: number[][]): Prefilled<C>[] | Promise<Prefilled<C>[]>;
   /** Append `tokens[i]` to `caches[i]` for all i in one batched step; logits [n, V] row-major. */
   decode(caches: C[], tokens: number[]): Float32Array | Promise<Float32Array>;
+  /**
+   * decode that samples on the device as well: each row's token and logprob (sampleToken's, without `top`) are all
+   * it reads back. Absent where the host samples; the batcher takes decode instead for a step where a request wants
+   * top logprobs.
+   */
+  decodeSampled?(caches: C[], tokens: number[], picks: DeviceSampling[]): Promise<GeneratedToken[]>;
   /** Free a cache the batcher no longer needs (device memory); absent where the garbage collector suffices. */
   release?(cache: C): void;
   policyVersion(): number;
@@ -366,7 +392,7 @@ export class ContinuousBatcher {
       seq.prefillMs = prefillMs;
       seq.reusedTokens = results[i].reusedTokens ?? 0;
       seq.decodeStart = performance.now();
-      if (!this.accept(seq, results[i].logits.subarray(0, this.runtime.vocabSize))) this.active.push(seq);
+      if (!this.accept(seq, sampleToken(results[i].logits.subarray(0, this.runtime.vocabSize), seq.req.sampling, seq.rand))) this.active.push(seq);
     });
   }
 
@@ -377,13 +403,21 @@ export class ContinuousBatcher {
     }
     if (this.active.length === 0) return;
     const batch = this.active.slice();
-    let logits: Float32Array;
+    const caches = batch.map((s) => s.cache!);
+    const last = batch.map((s) => s.tokens[s.tokens.length - 1].id);
+    let picked: GeneratedToken[] | null = null;
+    let logits: Float32Array = new Float32Array(0);
     try {
-      const answer = this.runtime.decode(
-        batch.map((s) => s.cache!),
-        batch.map((s) => s.tokens[s.tokens.length - 1].id),
-      );
-      logits = answer instanceof Promise ? await answer : answer;
+      if (this.runtime.decodeSampled && batch.every((s) => s.req.sampling.topLogprobs === 0)) {
+        picked = await this.runtime.decodeSampled(
+          caches,
+          last,
+          batch.map((s) => devicePick(s.req.sampling, s.rand)),
+        );
+      } else {
+        const answer = this.runtime.decode(caches, last);
+        logits = answer instanceof Promise ? await answer : answer;
+      }
     } catch (err) {
       this.active.length = 0;
       for (const seq of batch) {
@@ -396,14 +430,14 @@ export class ContinuousBatcher {
     for (let i = 0; i < batch.length; i++) {
       const at = this.active.indexOf(batch[i]);
       if (at < 0) continue; // rejected while the step ran (engine closing)
-      if (this.accept(batch[i], logits.subarray(i * v, (i + 1) * v))) this.active.splice(at, 1);
+      const token = picked ? picked[i] : sampleToken(logits.subarray(i * v, (i + 1) * v), batch[i].req.sampling, batch[i].rand);
+      if (this.accept(batch[i], token)) this.active.splice(at, 1);
     }
   }
 
-  /** Sample from `logits`, emit the token; returns true when the sequence has finished. */
-  private accept(seq: Sequence, logits: Float32Array): boolean {
+  /** Emit `token`; returns true when the sequence has finished. */
+  private accept(seq: Sequence, token: GeneratedToken): boolean {
     const s = seq.req.sampling;
-    const token = sampleToken(logits, s, seq.rand);
     seq.tokens.push(token);
     seq.onToken?.(token);
     if (seq.stopIds.has(token.id)) return this.finish(seq, 'stop');

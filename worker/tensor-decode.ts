@@ -17,13 +17,14 @@
  *   over with tf ops, about ten tfjs kernels per sequence per layer (tf.profile).
  */
 import * as tf from '@tensorflow/tfjs';
-import type { DecoderConfig } from './common/engine.ts';
+import type { DecoderConfig, GeneratedToken } from './common/engine.ts';
 import { ContextLengthError, type DecodeLayer, disposeDecodeLayers, forward, fusedDecodeLayers, type GroupedKv, layerPrefix, type LayerKv, linear, type ModelWeights, paddedPrompts, type Params, rmsNorm, ropeTables, rotateHalfMatrix, treeForward } from './model.ts';
-import { ourKernelRuns } from './webgpu/gpu.ts';
+import { ourKernelRuns, recordedTogether } from './webgpu/gpu.ts';
 import { pagedAttention, pagedDecodeRuns } from './webgpu/paged-attention.ts';
 import { PAGE_SLOTS, pagedAppend, type PagedKvPool, type PagedKvSequence, PagedKvShapeError } from './webgpu/paged-kv-cache.ts';
 import { rmsNorm as fusedRmsNorm, RMS_NORM_KERNEL } from './webgpu/rms-norm.ts';
 import { applyRope, ROPE_KERNEL } from './webgpu/rope.ts';
+import { type DeviceSampling, readSamples, sampleOnDevice } from './webgpu/sample.ts';
 import { swiglu } from './webgpu/swiglu.ts';
 
 /** Keys/values of one sequence on the device: per layer [KVH, length, hd]. Release with `dispose`. */
@@ -87,6 +88,11 @@ async function readLogits(logits: tf.Tensor): Promise<Float32Array> {
   const data = (await logits.data()) as Float32Array;
   logits.dispose();
   return data;
+}
+
+/** A step's logits [n, V], or with `picks` each row's token and logprob [n, 2] sampled on the device (webgpu/sample.ts). */
+function sampledOrNot(logits: tf.Tensor2D, picks: DeviceSampling[] | null): tf.Tensor2D {
+  return picks ? sampleOnDevice(logits, picks) : logits;
 }
 
 /** Prefill prompts in one right-padded forward (as model.ts's prefillBatch): per prompt a device cache and its last logits [V]. */
@@ -170,6 +176,16 @@ function checkContext(cfg: DecoderConfig, lengths: number[]): void {
  * logits [n, V] (row-major) and advances every cache by one.
  */
 export async function decodeOnDevice(cfg: DecoderConfig, w: ModelWeights, dw: DeviceDecodeWeights, caches: TensorKvCache[], tokens: number[]): Promise<Float32Array> {
+  return readLogits(tensorStep(cfg, w, dw, caches, tokens, null));
+}
+
+/** decodeOnDevice, sampling each row on the device by `picks[i]` (webgpu): the rows' tokens and logprobs. */
+export async function decodeOnDeviceSampled(cfg: DecoderConfig, w: ModelWeights, dw: DeviceDecodeWeights, caches: TensorKvCache[], tokens: number[], picks: DeviceSampling[]): Promise<GeneratedToken[]> {
+  return readSamples(tensorStep(cfg, w, dw, caches, tokens, picks));
+}
+
+/** decodeOnDevice's step, recorded but not read: logits [n, V], or with picks the sampled [n, 2], to release. */
+function tensorStep(cfg: DecoderConfig, w: ModelWeights, dw: DeviceDecodeWeights, caches: TensorKvCache[], tokens: number[], picks: DeviceSampling[] | null): tf.Tensor2D {
   const n = tokens.length;
   const { num_attention_heads: h, num_key_value_heads: kvh, head_dim: hd } = cfg;
   const rep = h / kvh;
@@ -179,8 +195,9 @@ export async function decodeOnDevice(cfg: DecoderConfig, w: ModelWeights, dw: De
   );
   const newK: tf.Tensor3D[][] = caches.map(() => []);
   const newV: tf.Tensor3D[][] = caches.map(() => []);
-  const logitsT = tf.tidy(() =>
-    decodeLayers(
+  const out = recordedTogether(() =>
+    sampledOrNot(
+      decodeLayers(
       cfg,
       w,
       dw,
@@ -202,6 +219,8 @@ export async function decodeOnDevice(cfg: DecoderConfig, w: ModelWeights, dw: De
         });
         return (n === 1 ? outs[0] : tf.concat(outs, 0)) as tf.Tensor2D; // [n, H·hd]
       },
+      ),
+      picks,
     ),
   );
   caches.forEach((cache, i) => {
@@ -210,7 +229,7 @@ export async function decodeOnDevice(cfg: DecoderConfig, w: ModelWeights, dw: De
     cache.v.splice(0, cache.v.length, ...newV[i]);
     cache.length += 1;
   });
-  return readLogits(logitsT);
+  return out;
 }
 
 /** Whether this model decodes through the paged KV cache here: webgpu with the paged kernels, a shape they take. */
@@ -262,27 +281,37 @@ export async function prefillPaged(cfg: DecoderConfig, w: ModelWeights, pool: Pa
  * each sequence's next page first (PagedKvPoolFullError, before any work, when the pool has too few).
  */
 export async function decodePaged(cfg: DecoderConfig, w: ModelWeights, dw: DeviceDecodeWeights, seqs: PagedKvSequence[], tokens: number[]): Promise<Float32Array> {
+  return tokens.length === 0 ? new Float32Array(0) : readLogits(pagedStep(cfg, w, dw, seqs, tokens, null));
+}
+
+/** decodePaged, sampling each row on the device by `picks[i]`: the rows' tokens and logprobs, the step's one read. */
+export async function decodePagedSampled(cfg: DecoderConfig, w: ModelWeights, dw: DeviceDecodeWeights, seqs: PagedKvSequence[], tokens: number[], picks: DeviceSampling[]): Promise<GeneratedToken[]> {
+  return tokens.length === 0 ? [] : readSamples(pagedStep(cfg, w, dw, seqs, tokens, picks));
+}
+
+/** decodePaged's step (n ≥ 1), recorded but not read: logits [n, V], or with picks the sampled [n, 2], to release. */
+function pagedStep(cfg: DecoderConfig, w: ModelWeights, dw: DeviceDecodeWeights, seqs: PagedKvSequence[], tokens: number[], picks: DeviceSampling[] | null): tf.Tensor2D {
   const n = tokens.length;
   const { num_attention_heads: h, num_key_value_heads: kvh, head_dim: hd } = cfg;
   const positions = seqs.map((s) => s.length);
   checkContext(cfg, positions);
-  if (n === 0) return new Float32Array(0);
   const pool = seqs[0].pool;
   const lengths = positions.map((p) => p + 1);
   pool.reserve(seqs, lengths);
   const { table, width } = pool.pageTable(seqs, lengths);
-  const logitsT = tf.tidy(() => {
+  const out = recordedTogether(() => {
     const tableT = tf.tensor2d(table, [n, 1 + width], 'int32'); // shared by every layer
-    return decodeLayers(cfg, w, dw, tokens, positions, (l, qk, heads) => {
+    const logits = decodeLayers(cfg, w, dw, tokens, positions, (l, qk, heads) => {
       const y = pagedAttention(qk, qk, heads, pool.layers[l], tableT, { heads: h, kOff: h, vOff: h + kvh }); // [n, H, hd]
       return tf.reshape(y, [n, h * hd]) as tf.Tensor2D;
     });
+    return sampledOrNot(logits, picks);
   });
   seqs.forEach((s, i) => {
     s.length += 1;
     s.tokens.push(tokens[i]);
   });
-  return readLogits(logitsT);
+  return out;
 }
 
 /**

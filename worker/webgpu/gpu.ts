@@ -211,6 +211,26 @@ export function rowLanes(hd: number): RowLanes {
   return hd % 4 === 0 ? { t: 'vec4<f32>', n: hd / 4, dot: (a, b) => `dot(${a}, ${b})` } : { t: 'f32', n: hd, dot: (a, b) => `${a} * ${b}` };
 }
 
+/**
+ * Dispatches per command buffer while recordedTogether runs: no limit, so the whole of `f` is one command buffer,
+ * submitted when its result is read (tfjs otherwise submits every WEBGPU_DEFERRED_SUBMIT_BATCH_SIZE, 15, dispatches).
+ * Buffers released meanwhile are reused only after that submit, so `f` must be small in memory: a decode step.
+ */
+const ONE_COMMAND_BUFFER = Number.POSITIVE_INFINITY;
+
+/** tf.tidy(f), its kernels recorded into one command buffer on webgpu (a decode step: no submit per 15 dispatches). */
+export function recordedTogether<T extends tf.TensorContainer>(f: () => T): T {
+  if (tf.getBackend() !== 'webgpu') return tf.tidy(f);
+  const flag = 'WEBGPU_DEFERRED_SUBMIT_BATCH_SIZE';
+  const before = tf.env().getNumber(flag);
+  tf.env().set(flag, ONE_COMMAND_BUFFER);
+  try {
+    return tf.tidy(f);
+  } finally {
+    tf.env().set(flag, before);
+  }
+}
+
 /** Whether the active backend is webgpu with `kernelName` registered (our ops take tf's composition elsewhere). */
 export function ourKernelRuns(kernelName: string): boolean {
   return tf.getBackend() === 'webgpu' && tf.getKernel(kernelName, 'webgpu') !== undefined;

@@ -4,19 +4,21 @@
  * interleaved in the pool, grouped queries (rep 1, 2, 7), head dims 8 and 64 (vec4 rows) and 6 (f32 rows), scores
  * large enough that the running max must rescale. Also: freed pages are reused and hold the new sequence's values;
  * a full pool refuses a batch by name and takes nothing (any backend); on webgpu a decode step of the tiny model gives
- * the per-sequence path's logits in fewer kernels (tf.profile), and the engine decodes a batch of prompts of
- * different lengths through the paged kernels (counted) to the wasm engine's tokens and logprobs. Skips only without
- * an adapter.
+ * the per-sequence path's logits in fewer kernels (tf.profile), the engine decodes a batch of prompts of different
+ * lengths through the paged kernels and device sampling (counted) to the wasm engine's tokens and logprobs, greedy
+ * and sampled, and a decode step is one command buffer. Skips only without an adapter.
  */
 import { describe, expect, it } from 'vitest';
 import * as tf from '@tensorflow/tfjs';
 import { selectBackend } from '../backend.ts';
-import type { BackendName, GenerateResult } from '../common/engine.ts';
+import type { BackendName, GenerateResult, SamplingParams } from '../common/engine.ts';
 import { createEngineFromWeights } from '../engine.ts';
 import { fuseWeights, initWeights, type ModelWeights, toParams } from '../model.ts';
-import { decodeOnDevice, decodePaged, deviceDecodeWeights, disposeDeviceDecodeWeights, prefillOnDevice, prefillPaged } from '../tensor-decode.ts';
+import { decodeOnDevice, decodePaged, decodePagedSampled, deviceDecodeWeights, disposeDeviceDecodeWeights, prefillOnDevice, prefillPaged } from '../tensor-decode.ts';
 import { sampling, tinyByteConfig } from '../testing/configs.ts';
+import { asWebGpu } from './gpu.ts';
 import { PAGE_SLOTS, PagedKvPool, PagedKvPoolFullError, pagedStats } from './paged-kv-cache.ts';
+import { sampleStats } from './sample.ts';
 import { webgpuSkipReason, worstRatio } from './testing/gpu.ts';
 import { fillPool, PAGED_CASES, PAGED_TOL, type PagedCase, pagedCaseChecks, pagedCaseName, pagedDataOf, pagedDecodeStep, pagedReference, pagedSeed } from './testing/paged-checks.ts';
 
@@ -84,15 +86,31 @@ describe.skipIf(skipReason !== null)(`paged decode attention on WebGPU${skipReas
 const PROMPTS = [[5], [100, 2, 3, 9, 41], Array.from({ length: 17 }, (_, i) => (i * 11) % 250), Array.from({ length: 30 }, (_, i) => (i * 7 + 3) % 250)];
 const MAX_TOKENS = 16;
 
-/** Greedy generation of PROMPTS, all at once, on a fresh tiny engine. */
-async function greedyBatch(backend: BackendName): Promise<GenerateResult[]> {
+/** Generation of PROMPTS, all at once, on a fresh tiny engine: greedy, or each prompt by one of SAMPLED. */
+async function generateBatch(backend: BackendName, sampled = false): Promise<GenerateResult[]> {
   const cfg = tinyByteConfig();
   const engine = await createEngineFromWeights({ name: 'paged-test', config: cfg, weights: initWeights(cfg, 3), tokenizer: null, backend, seed: 1 });
   try {
-    return await Promise.all(PROMPTS.map((promptIds) => engine.generate({ promptIds, sampling: sampling({ maxTokens: MAX_TOKENS }) })));
+    return await Promise.all(PROMPTS.map((promptIds, i) => engine.generate({ promptIds, sampling: sampling({ maxTokens: MAX_TOKENS, ...(sampled ? SAMPLED[i % SAMPLED.length] : {}) }) })));
   } finally {
     await engine.close();
   }
+}
+
+/** Seeded sampling, one mode per prompt (the tiny model's distributions are wide: temperature alone varies a lot). */
+const SAMPLED: Partial<SamplingParams>[] = [
+  { temperature: 1, seed: 11 },
+  { temperature: 0.9, topK: 8, seed: 12 },
+  { temperature: 1.1, topP: 0.8, seed: 13 },
+  { temperature: 1, topK: 20, topP: 0.9, seed: 14 },
+];
+
+/** The engine's tokens equal the wasm engine's, logprobs within f32's reach. */
+function expectSameTokens(gpu: GenerateResult[], wasm: GenerateResult[]): void {
+  gpu.forEach((r, i) => {
+    expect(r.tokens.map((t) => t.id), `prompt ${i}`).toEqual(wasm[i].tokens.map((t) => t.id));
+    r.tokens.forEach((t, k) => expect(Math.abs(t.logprob - wasm[i].tokens[k].logprob), `prompt ${i}, token ${k}`).toBeLessThan(1e-3));
+  });
 }
 
 describe.skipIf(skipReason !== null)(`paged decoding of the model on WebGPU${skipReason ? ` (skipped: ${skipReason})` : ''}`, () => {
@@ -125,16 +143,57 @@ describe.skipIf(skipReason !== null)(`paged decoding of the model on WebGPU${ski
   });
 
   it('the engine decodes a batch through the paged kernels to the wasm engine tokens and logprobs', async () => {
-    const wasm = await greedyBatch('wasm');
+    const wasm = await generateBatch('wasm');
     const before = { ...pagedStats };
-    const gpu = await greedyBatch('webgpu');
+    const sampledBefore = { ...sampleStats };
+    const gpu = await generateBatch('webgpu');
     const layers = tinyByteConfig().num_hidden_layers;
     // The first token comes from the prefill; the others from decode steps of the whole batch (one dispatch per layer).
     expect(pagedStats.attention - before.attention).toBe(layers * (MAX_TOKENS - 1));
     expect(pagedStats.append - before.append).toBe(layers); // the four prompts prefilled together
-    gpu.forEach((r, i) => {
-      expect(r.tokens.map((t) => t.id), `prompt ${i}`).toEqual(wasm[i].tokens.map((t) => t.id));
-      r.tokens.forEach((t, k) => expect(Math.abs(t.logprob - wasm[i].tokens[k].logprob), `prompt ${i}, token ${k}`).toBeLessThan(1e-3));
-    });
+    // Each step's tokens were picked on the device, one dispatch for the batch.
+    expect(sampleStats.dispatches - sampledBefore.dispatches).toBe(MAX_TOKENS - 1);
+    expect(sampleStats.rows - sampledBefore.rows).toBe(PROMPTS.length * (MAX_TOKENS - 1));
+    expectSameTokens(gpu, wasm);
+  });
+
+  it('samples on the device (temperature, top-k, top-p, seeded) to the wasm engine tokens', async () => {
+    const wasm = await generateBatch('wasm', true);
+    const sampledBefore = { ...sampleStats };
+    const gpu = await generateBatch('webgpu', true);
+    expect(sampleStats.dispatches - sampledBefore.dispatches).toBe(MAX_TOKENS - 1);
+    expectSameTokens(gpu, wasm);
+    // Not all greedy: sampling changed some token somewhere.
+    const greedy = await generateBatch('wasm');
+    expect(wasm.map((r) => r.tokens.map((t) => t.id))).not.toEqual(greedy.map((r) => r.tokens.map((t) => t.id)));
+  });
+
+  it('records a decode step into one command buffer, submitted by its one small read', async () => {
+    await selectBackend('webgpu', { syncReads: false });
+    const cfg = tinyByteConfig();
+    const params = toParams(initWeights(cfg, 3));
+    const w = tf.tidy(() => fuseWeights(cfg, params) as unknown as tf.TensorContainer) as unknown as ModelWeights;
+    const dw = deviceDecodeWeights(cfg, params);
+    const pool = new PagedKvPool({ layers: cfg.num_hidden_layers, kvHeads: cfg.num_key_value_heads, headDim: cfg.head_dim }, 16);
+    const paged = await prefillPaged(cfg, w, pool, PROMPTS);
+    const gpu = asWebGpu(tf.backend());
+    const submit = gpu.submitQueue.bind(gpu);
+    let submits = 0;
+    gpu.submitQueue = () => {
+      submits++;
+      submit();
+    };
+    try {
+      const picks = PROMPTS.map(() => ({ invTemperature: 0, topK: 0, topP: 1, draw: 0 }));
+      const tokens = await decodePagedSampled(cfg, w, dw, paged.map((p) => p.cache), PROMPTS.map((p) => p[0]), picks);
+      expect(tokens).toHaveLength(PROMPTS.length);
+    } finally {
+      gpu.submitQueue = submit;
+    }
+    expect(submits).toBe(1);
+    for (const p of paged) pool.release(p.cache);
+    pool.dispose();
+    disposeDeviceDecodeWeights(dw);
+    tf.dispose(w as unknown as tf.TensorContainer);
   });
 });

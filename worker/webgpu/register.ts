@@ -8,7 +8,9 @@
  * - causal attention, forward and gradient, is a pair of new kernels (attention.ts), which worker/causal-attention.ts
  *   runs for causal and tree-packed samples alike;
  * - the paged KV cache's append (paged-kv-cache.ts) and decode attention over it (paged-attention.ts), which
- *   worker/tensor-decode.ts's paged decoding runs.
+ *   worker/tensor-decode.ts's paged decoding runs;
+ * - token sampling (sample.ts), which a decode step on the device runs so that it reads back a token and a logprob
+ *   per sequence instead of its logits.
  */
 import { registerAttention } from './attention.ts';
 import { registerWebGpuBackendWithFeatures } from './device.ts';
@@ -17,6 +19,7 @@ import { registerPagedAttention } from './paged-attention.ts';
 import { registerPagedAppend } from './paged-kv-cache.ts';
 import { registerRmsNorm } from './rms-norm.ts';
 import { registerRope } from './rope.ts';
+import { registerSample } from './sample.ts';
 import { registerSwiglu } from './swiglu.ts';
 
 let installed = false;
@@ -33,5 +36,6 @@ export async function installWebGpuKernels(): Promise<void> {
   registerAttention();
   registerPagedAppend();
   registerPagedAttention();
+  registerSample();
   installed = true;
 }
