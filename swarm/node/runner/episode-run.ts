@@ -12,7 +12,7 @@ import type { AttachedClient } from './attached-client.ts';
 import type { EpisodeApi } from './episode-api.ts';
 import { inWorkDir, scriptEnv, type RoleEpisode } from './environment.ts';
 import { EpisodeApiError } from './errors.ts';
-import { runProcess, type ProcessResult } from './process.ts';
+import { runProcess, type ProcessResult, type ProcessSpec } from './process.ts';
 import { hostSandbox, resolveLimits, type Sandbox } from './sandbox.ts';
 import { parseResultLine, processFailure, rewardFromModule, rewardsPerRole, type Outcome } from './result.ts';
 import { launchCommand, nodeRuntimeEnv } from './script.ts';
@@ -41,6 +41,8 @@ export interface EpisodeRunContext {
   workRoot: string;
   /** How `sandbox: true` scripts are isolated (default: this machine's, see sandbox.ts). */
   sandbox?: Sandbox;
+  /** Runs the script's process (default: runProcess, in this process; the runner's goes through its launcher). */
+  launch?: (spec: ProcessSpec) => Promise<ProcessResult>;
   log?: Logger;
   record(run: StoredClientRun): void;
 }
@@ -130,7 +132,7 @@ export async function runEpisode(
       ? (ctx.sandbox ?? hostSandbox()).prepare({ script, workDir, dataDir: ctx.dataDir, limits: resolveLimits(options.limits, options.timeLimitS), network: options.network ?? 'on' })
       : { ...launchCommand(script, { workDir, sandbox: false, dataDir: ctx.dataDir }), settle: (r: ProcessResult) => r, release() {} };
     const { command, args } = launch;
-    return runProcess({ command, args, cwd: workDir, env, timeLimitMs: options.timeLimitS * 1000, outputIdleMs: options.outputIdleS * 1000, signal })
+    return (ctx.launch ?? runProcess)({ command, args, cwd: workDir, env, timeLimitMs: options.timeLimitS * 1000, outputIdleMs: options.outputIdleS * 1000, signal })
       .then((result) => launch.settle(result))
       .finally(() => launch.release());
   });

@@ -31,6 +31,8 @@ export interface ProcessSpec {
   outputIdleMs: number;
   captureBytes?: number;
   signal?: AbortSignal;
+  /** Told the process id once it is spawned (its process group's id too). */
+  onSpawn?: (pid: number) => void;
 }
 
 export type KillReason = 'time-limit' | 'output-idle' | 'aborted';
@@ -108,6 +110,7 @@ export function runProcess(spec: ProcessSpec): Promise<ProcessResult> {
       stdio: ['ignore', 'pipe', 'pipe'],
       windowsHide: true,
     });
+    if (child.pid !== undefined) spec.onSpawn?.(child.pid);
     const killGroup = (signal: NodeJS.Signals) => {
       if (child.pid === undefined) return;
       try {

@@ -38,6 +38,7 @@ import { runDryRun, type DryRunVersion } from './dry-run.ts';
 import { ClientNotFoundError, RunnerStoppedError } from './errors.ts';
 import type { EpisodeApi } from './episode-api.ts';
 import { runEpisode, type EpisodeRunContext } from './episode-run.ts';
+import { forkCopiesParent, ProcessLauncher } from './launcher.ts';
 import { loadRewardModule } from './result.ts';
 import { DEFAULT_MAX_CONCURRENCY, DEFAULT_REFUSED_WAIT_MS, DEFAULT_RETRY_BASE_MS, Scheduler } from './scheduler.ts';
 import { checkSandboxOptions, hostSandbox, type Sandbox } from './sandbox.ts';
@@ -65,6 +66,11 @@ export interface ClientRunnerOptions {
   sandbox?: Sandbox;
   /** A dry run's episode calls (from the store's read model); without it a dry run answers no calls. */
   readCalls?: (episodeId: string) => DryRunCall[];
+  /**
+   * Start agents from a launcher process (launcher.ts) rather than from the peer; default: where a spawn forks the
+   * spawner (Linux).
+   */
+  launcher?: boolean;
 }
 
 /** Runs kept in memory per runner for `runs()` when there is no store. */
@@ -81,6 +87,7 @@ export class ClientRunner {
   private readonly sandbox: Sandbox;
   private readonly runContext: EpisodeRunContext;
   private readonly dryRuns = new Set<AbortController>();
+  private readonly launcher: ProcessLauncher | undefined;
   private closed = false;
 
   constructor(private readonly options: ClientRunnerOptions) {
@@ -98,6 +105,11 @@ export class ClientRunner {
       log: options.log,
       record: (run: StoredClientRun) => this.record(run),
     };
+    if (options.launcher ?? forkCopiesParent()) {
+      const launcher = new ProcessLauncher();
+      this.launcher = launcher;
+      context.launch = (spec) => launcher.run(spec);
+    }
     this.runContext = context;
     this.scheduler = new Scheduler({
       maxConcurrency: options.maxConcurrency ?? DEFAULT_MAX_CONCURRENCY,
@@ -293,6 +305,7 @@ export class ClientRunner {
     const runs = this.scheduler.inFlight();
     for (const run of runs) run.controller.abort({ code: 'runner_stopped', reason: 'the peer is stopping' });
     await Promise.all(runs.map((r) => r.done));
+    await this.launcher?.close();
   }
 
   private require(name: string): AttachedClient {

@@ -95,3 +95,20 @@ describe('a Node agent script attached with bundle', () => {
     expect(() => attach(dir, 'agent.py', 'print(1)\n')).toThrow(expect.objectContaining({ name: 'ScriptAttachError' }));
   });
 });
+
+describe("an agent's Node process", () => {
+  it('starts with the raised WebAssembly tiering budget, under the guards or not', () => {
+    const dir = folder({ type: 'module' });
+    const path = join(dir, 'agent.mjs');
+    writeFileSync(path, 'console.log(JSON.stringify(process.execArgv));\n');
+    mkdirSync(join(dir, 'snapshots'));
+    const script = snapshotScript(join(dir, 'snapshots'), 'agent', { path }, 'auto');
+    // This Node knows the flag (V8 11 and later), so the probe keeps it.
+    for (const sandbox of [false, true]) {
+      const launch = launchCommand(script, { workDir: dir, sandbox, dataDir: join(dir, 'data') });
+      const run = spawnSync(launch.command, launch.args, { cwd: dir, encoding: 'utf8' });
+      expect(run.status).toBe(0);
+      expect((JSON.parse(run.stdout) as string[]).filter((a) => a.startsWith('--wasm-tiering-budget='))).toEqual(['--wasm-tiering-budget=18000000']);
+    }
+  });
+});

@@ -5,7 +5,7 @@
  * original location saw (or the app's: `openai` and friends).
  */
 import { createHash } from 'node:crypto';
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, realpathSync, symlinkSync, writeFileSync } from 'node:fs';
 import { basename, dirname, extname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -175,6 +175,34 @@ function nearestModuleType(from: string): string {
   }
 }
 
+/**
+ * V8's budget before a WebAssembly function tiers up from its baseline code to optimized code, in an agent's Node
+ * process: ten times V8 11's default (1,800,000). Node's fetch, and so the OpenAI client, parses HTTP in
+ * WebAssembly (undici's llhttp), and at the default budget an agent's first few responses already tier the parser
+ * up in background threads: measured on the async bench's agent (bench/agents/slow-calculator.ts, bundled, one
+ * call), 196 ms of CPU per process at the default against 148 ms at ten times it (the same as no tier-up at all),
+ * a quarter of an episode's agent cost, which a process making a handful of calls never earns back. Wasm that keeps
+ * running still tiers up, later.
+ */
+const AGENT_WASM_TIERING_BUDGET = 18_000_000;
+
+/** Starting Node with an empty script takes tens of milliseconds; this bounds a hung probe. */
+const FLAG_PROBE_TIMEOUT_MS = 10_000;
+
+let v8Flags: string[] | undefined;
+
+/**
+ * The V8 flags an agent's Node process starts with: the tiering budget where this Node knows the flag (probed once;
+ * an unknown V8 flag makes node refuse to start, which would fail every episode).
+ */
+function agentV8Flags(): string[] {
+  if (v8Flags) return v8Flags;
+  const flag = `--wasm-tiering-budget=${AGENT_WASM_TIERING_BUDGET}`;
+  const probe = spawnSync(process.execPath, [flag, '-e', ''], { env: { ...nodeRuntimeEnv(), PATH: process.env.PATH ?? '' }, stdio: 'ignore', timeout: FLAG_PROBE_TIMEOUT_MS });
+  v8Flags = probe.status === 0 ? [flag] : [];
+  return v8Flags;
+}
+
 export interface LaunchOptions {
   workDir: string;
   sandbox: boolean;
@@ -192,8 +220,8 @@ export function launchCommand(script: ScriptVersion, options: LaunchOptions): { 
   }
   // TypeScript runs as the version transpiled at attach time, sandboxed or not.
   const entry = script.compiled ?? script.file;
-  if (options.sandbox) return { command: process.execPath, args: [...nodePermissionFlags(script, options), entry] };
-  return { command: process.execPath, args: [entry] };
+  if (options.sandbox) return { command: process.execPath, args: [...agentV8Flags(), ...nodePermissionFlags(script, options), entry] };
+  return { command: process.execPath, args: [...agentV8Flags(), entry] };
 }
 
 /**
