@@ -683,7 +683,9 @@ export function decodeStep(cfg: DecoderConfig, w: ModelWeights, host: DecodeHost
  * Append `tokenLists[i]` to `caches[i]` for every sequence in one pass: the weight matmuls run over all new rows
  * together, and each row attends (in order, so causally) over its own cache. Returns the logits [n, V] of each
  * sequence's last new row. A decode step appends one token per sequence; a prompt that continues a cached prefix
- * appends the rest of the prompt.
+ * appends the rest of the prompt. RMSNorm and SwiGLU are the forward's ops (our kernels on webgpu, the same tf
+ * compositions elsewhere); q/k norm and RoPE run on the host, over the rows read back for the host attention.
+ * Reading back needs dataSync, so the engine runs this on wasm/cpu only (webgpu decodes in tensor-decode.ts).
  */
 export function extendStep(cfg: DecoderConfig, w: ModelWeights, host: DecodeHostWeights, caches: HostKvCache[], tokenLists: number[][]): Float32Array {
   const n = caches.length;
@@ -711,7 +713,7 @@ export function extendStep(cfg: DecoderConfig, w: ModelWeights, host: DecodeHost
     const lw = w.layers[l];
     const dw = host.layers[l];
     const qkvT = tf.tidy(() => {
-      const qkv = linear(rmsNorm(x, lw.inputNorm, cfg.rms_norm_eps), dw.qkv); // [rows, (H + 2·KVH)·hd]
+      const qkv = linear(fusedRmsNorm(x, lw.inputNorm, cfg.rms_norm_eps), dw.qkv); // [rows, (H + 2·KVH)·hd]
       return dw.qkvBias ? tf.add(qkv, dw.qkvBias) : qkv;
     });
     const qkv = (qkvT.dataSync() as Float32Array).slice();
@@ -731,9 +733,9 @@ export function extendStep(cfg: DecoderConfig, w: ModelWeights, host: DecodeHost
     }
     const next = tf.tidy(() => {
       const y = tf.add(x, linear(tf.tensor2d(attnOut, [rows, h * hd]), lw.o)) as tf.Tensor2D; // [rows, D]
-      const gu = linear(rmsNorm(y, lw.postNorm, cfg.rms_norm_eps), dw.gateUp); // [rows, 2·I]
+      const gu = linear(fusedRmsNorm(y, lw.postNorm, cfg.rms_norm_eps), dw.gateUp); // [rows, 2·I]
       const [g, u] = tf.split(gu, 2, 1); // [rows, I] each
-      return tf.add(y, linear(tf.mul(tf.mul(g, tf.sigmoid(g)), u) as tf.Tensor2D, lw.down));
+      return tf.add(y, linear(swiglu(g, u) as tf.Tensor2D, lw.down));
     }) as tf.Tensor2D;
     x.dispose();
     x = next;
@@ -744,7 +746,7 @@ export function extendStep(cfg: DecoderConfig, w: ModelWeights, host: DecodeHost
   });
   const logitsT = tf.tidy(() => {
     const lastRows = rows === n ? x : tf.gather(x, tf.tensor1d(Int32Array.from(firstRow, (r, i) => r + tokenLists[i].length - 1), 'int32'));
-    return linear(rmsNorm(lastRows as tf.Tensor2D, w.norm, cfg.rms_norm_eps), w.head); // [n, V]
+    return linear(fusedRmsNorm(lastRows as tf.Tensor2D, w.norm, cfg.rms_norm_eps), w.head); // [n, V]
   });
   x.dispose();
   const logits = (logitsT.dataSync() as Float32Array).slice();
