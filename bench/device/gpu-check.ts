@@ -10,7 +10,8 @@
  *     (or Qwen2.5-0.5B's shapes), as JSON
  *   node --import tsx bench/device/gpu-check.ts engine NAME [--bench] → the engine on NAME (engine-check.ts)
  *   node --import tsx bench/device/gpu-check.ts kernels [--quick]    → our WGSL kernels (worker/webgpu/): every
- *     numerics check of their tests against the cpu backend, then GFLOP/s of our matmul vs tfjs's, f32 and f16
+ *     numerics check of their tests against the cpu backend, then GFLOP/s of our matmul vs tfjs's, f32 and f16,
+ *     and a decode step's sampling of 8 rows at Qwen2.5's vocabulary: logits read and sampled here vs on the device
  *   node --import tsx bench/device/gpu-check.ts bench-model-qwen     → bench/model.ts --config qwen2.5-0.5b (f32 and
  *     mixed-precision training: train_tokens_per_s, train_mfu and their `_mixed` twins)
  *
@@ -20,13 +21,15 @@
 import '../../p2p/polyfill.ts';
 import * as tf from '@tensorflow/tfjs';
 import { type GpuAdapterInfo, gpuAdapterInfo, selectBackend } from '../../worker/backend.ts';
-import type { BackendName, BackendReport } from '../../worker/common/engine.ts';
-import { countParameters, forward, fuseWeights, initWeights, targetLogprobs, toParams } from '../../worker/model.ts';
+import type { BackendName, BackendReport, SamplingParams } from '../../worker/common/engine.ts';
+import { countParameters, forward, fuseWeights, initWeights, seededRandom, targetLogprobs, toParams } from '../../worker/model.ts';
+import { devicePick, sampleToken } from '../../worker/sampler.ts';
 import modelBench, { BENCH_CONFIG, QWEN2_5_0_5B } from '../model.ts';
 import { engineCheck } from './engine-check.ts';
 import { formatTable } from '../report.ts';
 import { webgpuFeatures } from '../../worker/webgpu/device.ts';
 import { holdF16Copies, type MatmulKernel, setMatmulKernel, withF16Matmuls } from '../../worker/webgpu/matmul.ts';
+import { readSamples, sampleOnDevice } from '../../worker/webgpu/sample.ts';
 import { allKernelChecks } from '../../worker/webgpu/testing/checks.ts';
 
 
@@ -171,6 +174,46 @@ async function kernelGflops(kernel: MatmulKernel, [m, k, n]: [number, number, nu
   return (2 * m * k * n) / (best / 1000) / 1e9;
 }
 
+/** Sequences of the decode step whose sampling is timed, and its vocabulary (Qwen2.5's; quick: a smaller one). */
+const SAMPLE_TIMING_ROWS = 8;
+const SAMPLE_TIMING_VOCAB = QWEN2_5_0_5B.vocab_size;
+const SAMPLE_TIMING_VOCAB_QUICK = 32_768;
+
+/**
+ * The end of a decode step, best of `reps` ms: the batch's logits [rows, V] read back and sampled on the host
+ * (sampleToken, top-k 50, top-p 0.9), or sampled on the device and a token and a logprob per row read back
+ * (webgpu/sample.ts). Each repetition samples a fresh copy (a tensor read once is cached on the host).
+ */
+async function samplingTiming(vocab: number, reps: number): Promise<{ hostMs: number; deviceMs: number }> {
+  const s: SamplingParams = { maxTokens: 1, temperature: 1, topK: 50, topP: 0.9, stopTokenIds: [], stopStrings: [], topLogprobs: 0 };
+  const logits = tf.tidy(() => tf.mul(tf.randomNormal([SAMPLE_TIMING_ROWS, vocab], 0, 1, 'float32', 1), 4)) as tf.Tensor2D;
+  const rand = seededRandom(1);
+  const best = async (step: (copy: tf.Tensor2D) => Promise<unknown>) => {
+    let ms = Infinity;
+    for (let r = 0; r <= reps; r++) {
+      const t0 = performance.now();
+      await step(tf.add(logits, 0) as tf.Tensor2D); // both paths time the same copy (the logits a step would make)
+      if (r > 0) ms = Math.min(ms, performance.now() - t0); // the first run compiles
+    }
+    return ms;
+  };
+  const hostMs = await best(async (x) => {
+    const data = (await x.data()) as Float32Array;
+    x.dispose();
+    for (let i = 0; i < SAMPLE_TIMING_ROWS; i++) sampleToken(data.subarray(i * vocab, (i + 1) * vocab), s, rand);
+  });
+  const deviceMs = await best(async (x) => {
+    const picked = sampleOnDevice(
+      x,
+      Array.from({ length: SAMPLE_TIMING_ROWS }, () => devicePick(s, rand)),
+    );
+    x.dispose();
+    await readSamples(picked);
+  });
+  logits.dispose();
+  return { hostMs, deviceMs };
+}
+
 async function kernelsMode(quick: boolean, log: (line: string) => void): Promise<Record<string, unknown>> {
   const sel = await select('webgpu');
   const features = webgpuFeatures();
@@ -189,6 +232,9 @@ async function kernelsMode(quick: boolean, log: (line: string) => void): Promise
     }
   }
   setMatmulKernel('tiled-f32');
+  const vocab = quick ? SAMPLE_TIMING_VOCAB_QUICK : SAMPLE_TIMING_VOCAB;
+  const sampling = await samplingTiming(vocab, quick ? 2 : 5);
+  log(`sampling ${SAMPLE_TIMING_ROWS} rows of ${vocab}: logits read + host ${sampling.hostMs.toFixed(2)} ms, on the device ${sampling.deviceMs.toFixed(2)} ms`);
   const best = (k: string) => Math.max(...Object.entries(gflops).filter(([name]) => name.startsWith(`gflops_${k}_`)).map(([, v]) => v));
   return {
     adapter: sel.adapter ? `${sel.adapter.vendor} ${sel.adapter.architecture} ${sel.adapter.description}`.trim() : 'none',
@@ -201,6 +247,10 @@ async function kernelsMode(quick: boolean, log: (line: string) => void): Promise
     matmul_gflops_best_ours_f32: best('tiled_f32'),
     matmul_gflops_best_tfjs_f32: best('tfjs'),
     ...(features?.shaderF16 ? { matmul_gflops_best_ours_f16: best('tiled_f16') } : {}),
+    sample_vocab: vocab,
+    sample_rows: SAMPLE_TIMING_ROWS,
+    sample_ms_logits_read_host: round(sampling.hostMs, 2),
+    sample_ms_device: round(sampling.deviceMs, 2),
     ...gflops,
   };
 }

@@ -1,7 +1,7 @@
 /**
  * Every numerics check of our webgpu kernels against the cpu backend, as data (the paged decode ones in
- * paged-checks.ts): each returns named ratios (worst |got − want| / tolerance; ≤ 1 passes). The tests
- * (worker/webgpu/*.test.ts) assert on them, and the device script (bench/device/gpu-check.ts kernels) runs the same
+ * paged-checks.ts, device sampling against the host sampler in sample-checks.ts): each returns named ratios (worst
+ * |got − want| / tolerance; ≤ 1 passes). The tests (worker/webgpu/*.test.ts) assert on them, and the device script (bench/device/gpu-check.ts kernels) runs the same
  * ones on a GPU and writes them into its JSON, so the GPU run and CI check one list of cases.
  *
  * Run with webgpu selected (selectBackend('webgpu', { syncReads: false })); each check switches between the cpu and
@@ -19,6 +19,7 @@ import { applyRope } from '../rope.ts';
 import { swiglu, swigluReference } from '../swiglu.ts';
 import { randomArray, runOn, worstRatio } from './gpu.ts';
 import { pagedChecks } from './paged-checks.ts';
+import { sampleChecks } from './sample-checks.ts';
 
 export interface Check {
   name: string;
@@ -412,6 +413,6 @@ export async function allKernelChecks(features: { shaderF16: boolean; subgroups:
   checks.push(...(await rmsNormChecks('workgroup')));
   if (features.subgroups) checks.push(...(await rmsNormChecks('subgroups')));
   else notRun.push('rmsNorm subgroups (no subgroups)');
-  checks.push(await rmsNormGradientCheck(), ...(await ropeChecks()), ...(await swigluChecks()), ...(await attentionChecks()), ...(await pagedChecks()));
+  checks.push(await rmsNormGradientCheck(), ...(await ropeChecks()), ...(await swigluChecks()), ...(await attentionChecks()), ...(await pagedChecks()), ...(await sampleChecks()));
   return { checks, notRun };
 }
