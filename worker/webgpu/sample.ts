@@ -80,6 +80,8 @@ var<private> nv : u32;
 var<private> mx : f32;
 var<private> invT : f32;
 var<private> lse : f32;
+// The probability above the key rankOfMass last found.
+var<private> lastMassAbove : f32;
 
 // Orders as the floats do (−0 taken as +0, as the host compares them equal).
 fn keyOf(v : f32) -> u32 {
@@ -163,6 +165,7 @@ fn rankOfMass(t : u32, tau : f32) -> vec3<u32> {
     cAbove = workgroupUniformLoad(&oneU);
     mAbove = workgroupUniformLoad(&oneF);
   }
+  lastMassAbove = mAbove;
   let p = probOf(valueOf(k));
   var j = 1u;
   if (p > 0.0) { j = u32(max(1.0, ceil((tau - mAbove) / p))); }
@@ -260,20 +263,32 @@ fn main(${GRID_BUILTINS}) {
   }
 
   var keep = select(vocab, topK, topK > 0u && topK < vocab);
-  if (topP < 1.0) {
-    let r = rankOfMass(t, topP);
-    keep = min(keep, r.y + r.z);
-  }
-  keep = max(keep, 1u);
-  // The kept tokens' mass: those above the keep-th token's key, and as many of its tie group as fit.
-  let kKeep = keyOfRank(t, keep);
+  // The keep-th token's key, the tokens above it and their mass: found by the top-p search where it sets keep, else
+  // by a search of its own.
+  var kKeep = 0u;
   var cAboveKeep = 0u;
   var mAboveKeep = 0.0;
-  if (kKeep != 0xffffffffu) {
-    atOrAbove(t, kKeep + 1u);
-    cAboveKeep = workgroupUniformLoad(&oneU);
-    mAboveKeep = workgroupUniformLoad(&oneF);
+  var found = false;
+  if (topP < 1.0) {
+    let r = rankOfMass(t, topP);
+    if (r.y + r.z <= keep) {
+      keep = r.y + r.z;
+      kKeep = r.x;
+      cAboveKeep = r.y;
+      mAboveKeep = lastMassAbove;
+      found = true;
+    }
   }
+  keep = max(keep, 1u);
+  if (!found) {
+    kKeep = keyOfRank(t, keep);
+    if (kKeep != 0xffffffffu) {
+      atOrAbove(t, kKeep + 1u);
+      cAboveKeep = workgroupUniformLoad(&oneU);
+      mAboveKeep = workgroupUniformLoad(&oneF);
+    }
+  }
+  // The kept tokens' mass: those above the keep-th token's key, and as many of its tie group as fit.
   let total = mAboveKeep + f32(keep - cAboveKeep) * probOf(valueOf(kKeep));
   var r = rankOfMass(t, uniformF(t, draw * total));
   if (r.y + r.z > keep) { r = vec3<u32>(kKeep, cAboveKeep, keep - cAboveKeep); } // past the kept ones: the last kept
