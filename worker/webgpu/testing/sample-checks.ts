@@ -2,7 +2,7 @@
  * Device sampling (sample.ts) against the host sampler (worker/sampler.ts sampleToken) on the same logits and the
  * same draw: each batch mixes every mode in its rows (greedy, temperature alone, top-k, top-p, both, k = 1, k ≥ V),
  * over vocabularies smaller and larger than the workgroup, with logits rounded to coarse steps so that ties (which
- * the host orders by id) are common. The token must be the host's; where it is not, the draw must lie within
+ * the host orders by id) are common, and with banned (−∞) logits that a top-k cut reaches into. The token must be the host's; where it is not, the draw must lie within
  * rounding (f32 sums here, f64 there) of a boundary between the two tokens, which the check confirms by moving the
  * draw by BOUNDARY_DRAW either way on the host. Logprobs within LOGPROB_TOL.
  *
@@ -31,28 +31,32 @@ const MODES: Partial<SamplingParams>[] = [
   { temperature: 1, topK: 1 },
   { temperature: 0.5, topP: 0.3 },
   { temperature: 2, topK: 100_000 }, // k ≥ V: no cut
+  { temperature: 1, topK: 150 }, // past the finite logits of the masked case
 ];
 
 export interface SampleCase {
   vocab: number;
   /** Logits uniform in ±scale… */
   scale: number;
-  /** …rounded to multiples of this (0: not rounded). */
+  /** …rounded to multiples of this (0: not rounded)… */
   step: number;
+  /** …and every masked-th one −∞ (a banned token; 0: none). */
+  masked: number;
 }
 
 export const SAMPLE_CASES: SampleCase[] = [
-  { vocab: 1, scale: 1, step: 0 },
-  { vocab: 5, scale: 3, step: 1 },
-  { vocab: 300, scale: 4, step: 0.5 },
-  { vocab: 1000, scale: 12, step: 0 },
+  { vocab: 1, scale: 1, step: 0, masked: 0 },
+  { vocab: 5, scale: 3, step: 1, masked: 0 },
+  { vocab: 300, scale: 4, step: 0.5, masked: 0 },
+  { vocab: 1000, scale: 12, step: 0, masked: 0 },
+  { vocab: 200, scale: 2, step: 0, masked: 3 }, // 67 of 200 banned: top-k 150 reaches into them
 ];
 
 /** Batches (draws and logits) per case. */
 const SAMPLE_BATCHES = 3;
 
 export const sampleCaseName = (c: SampleCase) =>
-  `sample V ${c.vocab} logits ±${c.scale}${c.step ? ` in steps of ${c.step}` : ''}`;
+  `sample V ${c.vocab} logits ±${c.scale}${c.step ? ` in steps of ${c.step}` : ''}${c.masked ? `, every ${c.masked}th −∞` : ''}`;
 
 const paramsOf = (mode: Partial<SamplingParams>): SamplingParams => ({
   maxTokens: 1,
@@ -72,8 +76,8 @@ export async function sampleCaseChecks(c: SampleCase, seed: number): Promise<Che
   let lpWorst = 0;
   let boundaries = 0;
   for (let batch = 0; batch < SAMPLE_BATCHES; batch++) {
-    const logits = randomArray(n * c.vocab, seed + batch, c.scale).map((x) =>
-      c.step ? Math.round(x / c.step) * c.step : x,
+    const logits = randomArray(n * c.vocab, seed + batch, c.scale).map((x, i) =>
+      c.masked && (i % c.vocab) % c.masked === 0 ? -Infinity : c.step ? Math.round(x / c.step) * c.step : x,
     );
     const rand = seededRandom(seed + 1000 * batch);
     const draws = MODES.map(() => rand());
