@@ -15,10 +15,13 @@
  * the host, so a draw within rounding of a boundary between two tokens may pick the other one.
  *
  * Nothing is sorted. Logits map to u32 keys that order as the floats do; "the k-th best key" and "the key where the
- * cumulative probability in best-first order reaches τ" are each a 32-step bisection over keys, one workgroup
- * reduction of (count, mass) of the keys at or above the candidate per step; within the tie group found, the wanted
- * token is the j-th of that key in id order (a scan of per-thread counts over contiguous chunks). Loops are bounded
- * by uniforms, not constants (constant-bound loops took minutes to compile on lavapipe).
+ * cumulative probability in best-first order reaches τ" are each found a digit of RADIX_BITS at a time, one pass over
+ * the row per digit counting (and summing the probability of) the tokens above the digits fixed so far and those
+ * within them per value of the next digit; within the tie group found, the wanted token is the j-th of that key in
+ * id order (a scan of per-thread counts over contiguous chunks). Loops are bounded by uniforms, not constants
+ * (constant-bound loops took minutes to compile on lavapipe). Greedy takes two passes over the row, sampling without
+ * a cut four, with top-k or top-p 28 to 41 (lavapipe, 8 rows of 32k, top-k 50 and top-p 0.9: about half the
+ * time of a bisection a bit per pass).
  */
 import * as tf from '@tensorflow/tfjs';
 import { asWebGpu, dispatch, GRID_BUILTINS, gridFor, ourKernelRuns, WebGpuKernelError } from './gpu.ts';
@@ -27,8 +30,15 @@ export const SAMPLE_KERNEL = 'AgentJetSample';
 
 /** Threads per row: a power of two (tree reductions halve it). */
 const SAMPLE_WORKGROUP = 128;
-/** Bits of a key: the bisection steps of each search. */
+/** Bits of a key. */
 const KEY_BITS = 32;
+/**
+ * Bits of a key a search fixes per pass over the row (11 passes for 32 bits instead of a bisection's 32). Each
+ * thread keeps a count and a probability per digit value in workgroup memory: 2 · 2³ · 128 · 4 B = 8 KiB, within
+ * WORKGROUP_FLOATS beside the reduction arrays.
+ */
+const RADIX_BITS = 3;
+const RADIX_BINS = 2 ** RADIX_BITS;
 /** Floats per row of the parameters tensor: 1/T (0 = greedy), top-k (0 = none), top-p, draw. */
 export const SAMPLE_PARAMS = 4;
 /** Ids travel as f32 in the output; exact below 2²⁴. */
@@ -66,13 +76,15 @@ export function sampleParams(rows: DeviceSampling[]): Float32Array {
 
 const WG = SAMPLE_WORKGROUP;
 
-const WGSL = `struct U { rows : i32, v : i32, bits : i32, pad0 : i32, };
+const WGSL = `struct U { rows : i32, v : i32, bits : i32, bins : i32, };
 @group(0) @binding(0) var<storage, read_write> y : array<f32>;
 @group(0) @binding(1) var<storage, read> x : array<f32>;
 @group(0) @binding(2) var<storage, read> prm : array<f32>;
 @group(0) @binding(3) var<uniform> u : U;
 var<workgroup> redF : array<f32, ${WG}>;
 var<workgroup> redU : array<u32, ${WG}>;
+var<workgroup> binU : array<u32, ${RADIX_BINS * WG}>;
+var<workgroup> binF : array<f32, ${RADIX_BINS * WG}>;
 var<workgroup> oneF : f32;
 var<workgroup> oneU : u32;
 var<private> base : u32;
@@ -127,30 +139,72 @@ fn atOrAbove(t : u32, k : u32) {
   reduceCM(t, c, m);
 }
 
-// The key of the c-th best token (c ≥ 1): the largest k with at least c keys ≥ k.
-fn keyOfRank(t : u32, c : u32) -> u32 {
+// The largest key k whose keys ≥ k number at least c and hold at least tau: a digit of RADIX_BITS per pass, each
+// pass counting the tokens above the digits fixed so far and, per value of the next digit, those within them.
+fn keyWhere(t : u32, c : u32, tau : f32) -> u32 {
   var res = 0u;
-  for (var b = 0; b < u.bits; b++) {
-    let cand = res | (0x80000000u >> u32(b));
-    atOrAbove(t, cand);
-    if (workgroupUniformLoad(&oneU) >= c) { res = cand; }
+  var hi = u.bits;
+  loop {
+    if (hi <= 0) { break; }
+    let shift = u32(max(hi - ${RADIX_BITS}, 0));
+    let top = u32(hi);
+    let width = top - shift;
+    for (var b = 0; b < u.bins; b++) { binU[u32(b) * ${WG}u + t] = 0u; binF[u32(b) * ${WG}u + t] = 0.0; }
+    var cA = 0u;
+    var mA = 0.0;
+    for (var i = t; i < nv; i += ${WG}u) {
+      let v = x[base + i];
+      let k = keyOf(v);
+      var above = false;
+      var same = true;
+      if (top < 32u) { above = (k >> top) > (res >> top); same = (k >> top) == (res >> top); }
+      if (above) {
+        cA += 1u;
+        mA += probOf(v);
+      } else if (same) {
+        let d = ((k >> shift) & ((1u << width) - 1u)) * ${WG}u + t;
+        binU[d] += 1u;
+        binF[d] += probOf(v);
+      }
+    }
+    redU[t] = cA;
+    redF[t] = mA;
+    workgroupBarrier();
+    for (var s = ${WG / 2}u; s > 0u; s >>= 1u) {
+      if (t < s) {
+        redU[t] += redU[t + s];
+        redF[t] += redF[t + s];
+        for (var b = 0; b < u.bins; b++) {
+          let d = u32(b) * ${WG}u + t;
+          binU[d] += binU[d + s];
+          binF[d] += binF[d + s];
+        }
+      }
+      workgroupBarrier();
+    }
+    if (t == 0u) {
+      var cnt = redU[0];
+      var m = redF[0];
+      var pick = 0u;
+      for (var d = i32((1u << width) - 1u); d >= 1; d--) {
+        cnt += binU[u32(d) * ${WG}u];
+        m += binF[u32(d) * ${WG}u];
+        if (cnt >= c && m >= tau) { pick = u32(d); break; }
+      }
+      oneU = res | (pick << shift);
+    }
+    res = workgroupUniformLoad(&oneU);
+    hi = i32(shift);
   }
   return res;
 }
 
+// The key of the c-th best token (c ≥ 1): the largest k with at least c keys ≥ k.
+fn keyOfRank(t : u32, c : u32) -> u32 { return keyWhere(t, c, 0.0); }
+
 // The key at which the cumulative probability, best first, reaches tau: the largest k whose keys ≥ k hold a token
 // and at least tau.
-fn keyOfMass(t : u32, tau : f32) -> u32 {
-  var res = 0u;
-  for (var b = 0; b < u.bits; b++) {
-    let cand = res | (0x80000000u >> u32(b));
-    atOrAbove(t, cand);
-    let c = workgroupUniformLoad(&oneU);
-    let m = workgroupUniformLoad(&oneF);
-    if (c >= 1u && m >= tau) { res = cand; }
-  }
-  return res;
-}
+fn keyOfMass(t : u32, tau : f32) -> u32 { return keyWhere(t, 1u, tau); }
 
 // Position (1-based, best first) where the cumulative probability reaches tau, as (key, tokens above it, rank
 // within its tie group).
@@ -332,7 +386,7 @@ export function registerSample(): void {
         name: 'Sample',
         inputs: [logits, inputs.params as tf.TensorInfo],
         output: { shape: [n, 2] },
-        uniforms: [{ i32: n }, { i32: v }, { i32: KEY_BITS }],
+        uniforms: [{ i32: n }, { i32: v }, { i32: KEY_BITS }, { i32: RADIX_BINS }],
         workgroups: gridFor(n),
       });
       sampleStats.dispatches++;
