@@ -10,15 +10,18 @@
  *            once and the admission gate holds what the bound does not allow
  *   async-2  staleness 2, decoupled PPO
  *
- * Per mode: train episodes per second, the trainer's and the sampler's busy shares of the training wall time (the
+ * Per mode: train episodes per second (the held-out ones, which run before and after training, not counted), the
+ * trainer's and the sampler's busy shares of the training wall time (the
  * asynchronous modes sample on an engine of their own, which runs while the trainer updates), wall seconds per step,
  * held-out success before and after the same number of steps, the largest policy lag trained on, episodes
  * dropped as stale, and `cpu_share`: the machine's busy share of all cores while training, every process counted
  * (/proc/stat: the sandboxed agents too, whose CPU time a process's own counters lose) — run it on a quiet machine;
- * near 1, the cores, not the waits, set the pace, and overlapping the waits gains little.
+ * near 1, the cores, not the waits, set the pace, and overlapping the waits gains little. `cpu_ms_per_episode` is
+ * the same busy time over the train episodes (so `cores` × 1000 / it bounds the episodes per second), and `load_1m`
+ * the machine's load average as training began, which says how quiet it was.
  */
 import { mkdtempSync, readFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { availableParallelism, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { TrainLoss } from '../worker/common/engine.ts';
@@ -76,6 +79,9 @@ function machineTicks(): { busy: number; total: number } {
   return { busy: total - fields[3] - fields[4], total };
 }
 
+/** /proc/stat counts in USER_HZ ticks: 100 a second on the Linux targets Node runs on. */
+const MS_PER_TICK = 10;
+
 export default async function asyncBench(ctx: BenchContext): Promise<Record<string, unknown>> {
   const steps = argNumber(ctx.args, '--steps', 10);
   const evalTasks = argNumber(ctx.args, '--eval-tasks', 100);
@@ -85,27 +91,38 @@ export default async function asyncBench(ctx: BenchContext): Promise<Record<stri
     ctx.log(`${mode}: eval ${evalTasks} held-out tasks, ${steps} steps, eval again …`);
     let ticksFrom = machineTicks();
     let busyShare = 0;
+    let busyMs = 0;
+    let load = loadavg()[0];
     const result = await runDemo({ ...DEFAULT_DEMO, steps, evalTasks, out, script: SLOW_AGENT, bundle: true, reward: DEFAULT_SCRIPTS.calculator.reward, staleness, loss }, (p) => {
-      if (p.phase === 'train-start') ticksFrom = machineTicks();
+      if (p.phase === 'train-start') {
+        ticksFrom = machineTicks();
+        load = loadavg()[0];
+      }
       if (p.phase === 'train') {
         const ticks = machineTicks();
         busyShare = (ticks.busy - ticksFrom.busy) / Math.max(1, ticks.total - ticksFrom.total);
+        busyMs = (ticks.busy - ticksFrom.busy) * MS_PER_TICK;
         ctx.log(`${mode}: step ${p.step}/${p.total} (${p.record.wallS.toFixed(0)} s)`);
       }
     });
     const records = result.stepRecords;
     const trainWallS = records.at(-1)?.wallS ?? 0;
     const trainerS = records.reduce((a, r) => a + r.metrics.timeMs / 1000, 0);
+    // The demo's count includes the held-out episodes, which ran outside the training time.
+    const trainEpisodes = result.episodes - result.evalBefore.episodes - result.evalAfter.episodes;
     rows.push({
       mode,
       staleness,
       loss,
       steps: result.steps,
-      episodes: result.episodes,
-      episodes_per_s: trainWallS > 0 ? round(result.episodes / trainWallS) : 0,
+      episodes: trainEpisodes,
+      episodes_per_s: trainWallS > 0 ? round(trainEpisodes / trainWallS) : 0,
       trainer_busy_fraction: trainWallS > 0 ? round(trainerS / trainWallS) : 0,
       sampler_busy_fraction: round(samplerBusyFraction(records)),
       cpu_share: round(busyShare),
+      cpu_ms_per_episode: Math.round(busyMs / Math.max(1, trainEpisodes)),
+      cores: availableParallelism(),
+      load_1m: round(load),
       step_wall_s: round(trainWallS / Math.max(1, result.steps)),
       eval_before: result.eval_before,
       eval_after: result.eval_after,
