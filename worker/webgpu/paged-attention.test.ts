@@ -13,8 +13,9 @@ import * as tf from '@tensorflow/tfjs';
 import { selectBackend } from '../backend.ts';
 import type { BackendName, GenerateResult, SamplingParams } from '../common/engine.ts';
 import { createEngineFromWeights } from '../engine.ts';
-import { fuseWeights, initWeights, type ModelWeights, toParams } from '../model.ts';
-import { decodeOnDevice, decodePaged, decodePagedSampled, deviceDecodeWeights, disposeDeviceDecodeWeights, prefillOnDevice, prefillPaged } from '../tensor-decode.ts';
+import { fuseWeights, initWeights, type ModelWeights, seededRandom, toParams } from '../model.ts';
+import { devicePick, sampleToken } from '../sampler.ts';
+import { decodeOnDevice, decodeOnDeviceSampled, decodePaged, decodePagedSampled, deviceDecodeWeights, disposeDeviceDecodeWeights, prefillOnDevice, prefillPaged } from '../tensor-decode.ts';
 import { sampling, tinyByteConfig } from '../testing/configs.ts';
 import { asWebGpu } from './gpu.ts';
 import { PAGE_SLOTS, PagedKvPool, PagedKvPoolFullError, pagedStats } from './paged-kv-cache.ts';
@@ -166,6 +167,29 @@ describe.skipIf(skipReason !== null)(`paged decoding of the model on WebGPU${ski
     // Not all greedy: sampling changed some token somewhere.
     const greedy = await generateBatch('wasm');
     expect(wasm.map((r) => r.tokens.map((t) => t.id))).not.toEqual(greedy.map((r) => r.tokens.map((t) => t.id)));
+  });
+
+  it("the per-sequence device caches sample on the device too: the host sampler's tokens on their logits", async () => {
+    await selectBackend('webgpu', { syncReads: false });
+    const cfg = tinyByteConfig();
+    const params = toParams(initWeights(cfg, 3));
+    const w = tf.tidy(() => fuseWeights(cfg, params) as unknown as tf.TensorContainer) as unknown as ModelWeights;
+    const dw = deviceDecodeWeights(cfg, params);
+    const [plain, sampled] = [await prefillOnDevice(cfg, w, PROMPTS), await prefillOnDevice(cfg, w, PROMPTS)];
+    const s = sampling({ temperature: 1, topK: 30, topP: 0.95 });
+    const [hostRand, deviceRand] = [seededRandom(4), seededRandom(4)];
+    let [a, b] = [PROMPTS.map((p) => p[0]), PROMPTS.map((p) => p[0])];
+    for (let step = 0; step < 4; step++) {
+      const logits = await decodeOnDevice(cfg, w, dw, plain.map((p) => p.cache), a);
+      const v = cfg.vocab_size;
+      a = a.map((_, i) => sampleToken(logits.subarray(i * v, (i + 1) * v), s, hostRand).id);
+      const picks = b.map(() => devicePick(s, deviceRand));
+      b = (await decodeOnDeviceSampled(cfg, w, dw, sampled.map((p) => p.cache), b, picks)).map((t) => t.id);
+      expect(b, `step ${step}`).toEqual(a);
+    }
+    for (const p of [...plain, ...sampled]) p.cache.dispose();
+    disposeDeviceDecodeWeights(dw);
+    tf.dispose(w as unknown as tf.TensorContainer);
   });
 
   it('records a decode step into one command buffer, submitted by its one small read', async () => {
