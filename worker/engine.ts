@@ -18,7 +18,7 @@ import { choosePrecision } from './precision.ts';
 import type { HostKvCache } from './kv-cache.ts';
 import { ContinuousBatcher, type DecoderRuntime, type Prefilled } from './sampler.ts';
 import { PrefixStore, sharedPrefixGroups } from './prefix-store.ts';
-import { decodeOnDevice, decodeOnDeviceSampled, decodePaged, decodePagedSampled, type DeviceDecodeWeights, deviceDecodeWeights, disposeDeviceDecodeWeights, extendPaged, pagedDecodingRuns, prefillOnDevice, prefillPaged, type TensorKvCache } from './tensor-decode.ts';
+import { decodeOnDevice, decodeOnDeviceSampled, decodePaged, decodePagedSampled, type DeviceDecodeWeights, deviceDecodeWeights, disposeDeviceDecodeWeights, extendPaged, extendPagedSampled, pagedDecodingRuns, prefillOnDevice, prefillPaged, type TensorKvCache } from './tensor-decode.ts';
 import { devicePoolPages, PAGE_SLOTS, PagedKvPool, type PagedKvSequence } from './webgpu/paged-kv-cache.ts';
 import { PagedPrefixStore } from './webgpu/paged-prefix-store.ts';
 import { releaseStaleF16Copies } from './webgpu/matmul.ts';
@@ -222,7 +222,7 @@ export class LocalEngine implements TrainerEngine {
     return {
       contextLength: cfg.max_position_embeddings,
       vocabSize: cfg.vocab_size,
-      prefill: (prompts) => prefillOnDevice(cfg, this.inferenceWeights().weights, prompts),
+      prefill: (prompts, picks) => prefillOnDevice(cfg, this.inferenceWeights().weights, prompts, picks ?? null),
       decode: (caches, tokens) => {
         const w = this.inferenceWeights();
         return decodeOnDevice(cfg, w.weights, w.device!, caches, tokens);
@@ -256,7 +256,7 @@ export class LocalEngine implements TrainerEngine {
     return {
       contextLength: cfg.max_position_embeddings,
       vocabSize: cfg.vocab_size,
-      prefill: (prompts) => this.prefillPagedWithPrefixes(pool(), prompts),
+      prefill: (prompts, picks) => this.prefillPagedWithPrefixes(pool(), prompts, picks ?? null),
       decode: (seqs, tokens) => {
         const w = this.inferenceWeights();
         return decodePaged(cfg, w.weights, w.device!, seqs, tokens);
@@ -277,8 +277,9 @@ export class LocalEngine implements TrainerEngine {
    * share a prefix with each other (a group's repeats started together) have its whole pages prefilled once and
    * kept, and every one of them continues it. The other prompts are prefilled together. Every finished sequence is
    * kept (release → the store), so the next turn of a conversation or another sample of a prompt continues it.
+   * With `picks`, each prompt's first token is sampled on the device (its logits are not read).
    */
-  private async prefillPagedWithPrefixes(pool: PagedKvPool, prompts: number[][]): Promise<Prefilled<PagedKvSequence>[]> {
+  private async prefillPagedWithPrefixes(pool: PagedKvPool, prompts: number[][], picks: DeviceSampling[] | null): Promise<Prefilled<PagedKvSequence>[]> {
     const cfg = this.init.config;
     const w = this.inferenceWeights().weights;
     const store = this.devicePrefixes;
@@ -302,11 +303,21 @@ export class LocalEngine implements TrainerEngine {
         else pool.release(prefix.cache);
       }
       const fresh = uncached.filter((i) => !grouped.has(i));
-      if (fresh.length > 0) (await prefillPaged(cfg, w, pool, fresh.map((i) => prompts[i]))).forEach((r, k) => (results[fresh[k]] = r));
+      if (fresh.length > 0) {
+        const ends = await prefillPaged(cfg, w, pool, fresh.map((i) => prompts[i]), picks && fresh.map((i) => picks[i]));
+        ends.forEach((r, k) => (results[fresh[k]] = r));
+      }
       if (continued.length > 0) {
-        const logits = await extendPaged(cfg, w, continued.map((c) => c.seq), continued.map((c) => prompts[c.index].slice(c.seq.length)));
-        const v = cfg.vocab_size;
-        continued.forEach(({ index, seq, reusedTokens }, k) => (results[index] = { cache: seq, logits: logits.slice(k * v, (k + 1) * v), reusedTokens }));
+        const seqs = continued.map((c) => c.seq);
+        const rests = continued.map((c) => prompts[c.index].slice(c.seq.length));
+        if (picks) {
+          const tokens = await extendPagedSampled(cfg, w, seqs, rests, continued.map((c) => picks[c.index]));
+          continued.forEach(({ index, seq, reusedTokens }, k) => (results[index] = { cache: seq, logits: new Float32Array(0), token: tokens[k], reusedTokens }));
+        } else {
+          const logits = await extendPaged(cfg, w, seqs, rests);
+          const v = cfg.vocab_size;
+          continued.forEach(({ index, seq, reusedTokens }, k) => (results[index] = { cache: seq, logits: logits.slice(k * v, (k + 1) * v), reusedTokens }));
+        }
       }
     } catch (err) {
       const holding = new Set([...continued.map((c) => c.seq), ...results.filter((r) => r !== undefined).map((r) => r.cache)]);

@@ -83,8 +83,11 @@ interface FakeCache extends DecodeCache {
   s: SamplingParams;
 }
 
-/** Runtime over fakeLogits; with `device`, decodeSampled samples each row by sampleToken with the pick's draw. */
-function fakeRuntime(bySampling: Map<number, SamplingParams>, device: boolean, calls: { decode: number; sampled: number }): DecoderRuntime<FakeCache> {
+/**
+ * Runtime over fakeLogits; with `device`, decodeSampled (and prefill, when handed picks) samples each row by
+ * sampleToken with the pick's draw.
+ */
+function fakeRuntime(bySampling: Map<number, SamplingParams>, device: boolean, calls: { decode: number; sampled: number; prefilledOnDevice: number }): DecoderRuntime<FakeCache> {
   const step = (caches: FakeCache[], tokens: number[]) =>
     caches.map((c, i) => {
       const row = fakeLogits(c.length, tokens[i]);
@@ -94,7 +97,15 @@ function fakeRuntime(bySampling: Map<number, SamplingParams>, device: boolean, c
   return {
     contextLength: 64,
     vocabSize: FAKE_VOCAB,
-    prefill: (prompts) => prompts.map((p) => ({ cache: { length: p.length, s: bySampling.get(p[0])! }, logits: fakeLogits(p.length, p[p.length - 1]) })),
+    prefill: (prompts, picks) =>
+      prompts.map((p, i) => {
+        const cache = { length: p.length, s: bySampling.get(p[0])! };
+        const logits = fakeLogits(p.length, p[p.length - 1]);
+        if (!picks) return { cache, logits };
+        calls.prefilledOnDevice++;
+        const { id, logprob } = sampleToken(logits, cache.s, () => picks[i].draw);
+        return { cache, logits: new Float32Array(0), token: { id, logprob } };
+      }),
     decode: (caches, tokens) => {
       calls.decode++;
       const out = new Float32Array(caches.length * FAKE_VOCAB);
@@ -126,18 +137,19 @@ describe('ContinuousBatcher with a runtime that samples on the device', () => {
 
   async function run(device: boolean, requests: SamplingParams[]) {
     const bySampling = new Map(requests.map((s, i) => [i, s]));
-    const calls = { decode: 0, sampled: 0 };
+    const calls = { decode: 0, sampled: 0, prefilledOnDevice: 0 };
     const batcher = new ContinuousBatcher(fakeRuntime(bySampling, device, calls) as DecoderRuntime<DecodeCache>, null);
     const results = await Promise.all(requests.map((s, i) => batcher.generate({ promptIds: [i, 3, 1], sampling: s })));
     return { tokens: results.map((r) => r.tokens.map((t) => t.id)), calls };
   }
 
-  it("takes each request's draws as the host sampler does: the same tokens", async () => {
+  it("takes each request's draws as the host sampler does, from the prefill on: the same tokens", async () => {
     const host = await run(false, REQUESTS);
     const device = await run(true, REQUESTS);
     expect(device.tokens).toEqual(host.tokens);
     expect(device.calls.decode).toBe(0);
     expect(device.calls.sampled).toBe(host.calls.decode);
+    expect([device.calls.prefilledOnDevice, host.calls.prefilledOnDevice]).toEqual([REQUESTS.length, 0]);
     expect(host.tokens.flat().length).toBe(REQUESTS.reduce((a, s) => a + s.maxTokens, 0)); // no stop ids: every request ran to its length
   });
 
@@ -148,5 +160,6 @@ describe('ContinuousBatcher with a runtime that samples on the device', () => {
     expect(device.tokens).toEqual(host.tokens);
     expect(device.calls.decode).toBe(2); // the two steps the top-logprobs request took part in (its first token is the prefill's)
     expect(device.calls.sampled).toBe(host.calls.decode - 2);
+    expect(device.calls.prefilledOnDevice).toBe(0); // all prompts prefilled together, one of them wanting top logprobs
   });
 });

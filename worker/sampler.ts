@@ -13,8 +13,8 @@
  * `ContinuousBatcher` runs every active request in one shared decode step: a request is prefilled and joins the
  * running batch between two steps, and leaves it as soon as it stops, without waiting for the others. Where the
  * runtime samples on the device (decodeSampled: webgpu), a step reads back each row's token and logprob instead of
- * its logits, with the draws taken from the same PRNGs in the same order (devicePick); a step where a request wants
- * top logprobs reads the logits. Tokens after prefill are sampled here, from the prompt's last logits.
+ * its logits, with the draws taken from the same PRNGs in the same order (devicePick), and so does a prefill for the
+ * first tokens; a step or prefill where a request wants top logprobs reads the logits and samples here.
  */
 import type { FinishReason, GeneratedToken, GenerateRequest, GenerateResult, SamplingParams, TokenLogprob } from './common/engine.ts';
 import { ContextLengthError, seededRandom } from './model.ts';
@@ -177,7 +177,10 @@ export interface DecodeCache {
 
 export interface Prefilled<C extends DecodeCache> {
   cache: C;
+  /** The prompt's last logits [V]; empty where `token` was sampled on the device. */
   logits: Float32Array;
+  /** The first token, where the prefill was handed a pick and sampled it on the device. */
+  token?: GeneratedToken;
   reusedTokens?: number;
 }
 
@@ -190,9 +193,10 @@ export interface DecoderRuntime<C extends DecodeCache = DecodeCache> {
   readonly vocabSize: number;
   /**
    * Run the prompts (in one batch where it can), return per prompt its cache, the last position's logits [V] and
-   * how many of its tokens a prefix cache supplied.
+   * how many of its tokens a prefix cache supplied. With `picks` (only handed to a runtime with decodeSampled), each
+   * prompt's first token is sampled on the device and returned instead of its logits.
    */
-  prefill(prompts: number[][]): Prefilled<C>[] | Promise<Prefilled<C>[]>;
+  prefill(prompts: number[][], picks?: DeviceSampling[]): Prefilled<C>[] | Promise<Prefilled<C>[]>;
   /** Append `tokens[i]` to `caches[i]` for all i in one batched step; logits [n, V] row-major. */
   decode(caches: C[], tokens: number[]): Float32Array | Promise<Float32Array>;
   /**
@@ -218,6 +222,8 @@ interface Sequence {
   reusedTokens: number;
   decodeStart: number;
   rand: () => number;
+  /** The first token's pick, drawn once: a prefill retried (one by one after a failed batch) reuses it. */
+  firstPick: DeviceSampling | null;
   cache: DecodeCache | null;
   tokens: GeneratedToken[];
   stopIds: Set<number>;
@@ -275,6 +281,7 @@ export class ContinuousBatcher {
         reusedTokens: 0,
         decodeStart: 0,
         rand: seededRandom(seed),
+        firstPick: null,
         cache: null,
         tokens: [],
         stopIds: new Set(req.sampling.stopTokenIds),
@@ -373,7 +380,11 @@ export class ContinuousBatcher {
     let results: Prefilled<DecodeCache>[];
     try {
       for (const seq of group) seq.policyVersion = this.runtime.policyVersion();
-      const answer = this.runtime.prefill(group.map((seq) => seq.req.promptIds));
+      const picks = this.samplesOnDevice(group) ? group.map((seq) => (seq.firstPick ??= devicePick(seq.req.sampling, seq.rand))) : undefined;
+      const answer = this.runtime.prefill(
+        group.map((seq) => seq.req.promptIds),
+        picks,
+      );
       results = answer instanceof Promise ? await answer : answer;
     } catch (err) {
       // One bad request must not fail the others: retry them one by one, so only the culprit is rejected.
@@ -392,7 +403,8 @@ export class ContinuousBatcher {
       seq.prefillMs = prefillMs;
       seq.reusedTokens = results[i].reusedTokens ?? 0;
       seq.decodeStart = performance.now();
-      if (!this.accept(seq, sampleToken(results[i].logits.subarray(0, this.runtime.vocabSize), seq.req.sampling, seq.rand))) this.active.push(seq);
+      const token = results[i].token ?? sampleToken(results[i].logits.subarray(0, this.runtime.vocabSize), seq.req.sampling, seq.rand);
+      if (!this.accept(seq, token)) this.active.push(seq);
     });
   }
 
@@ -408,7 +420,7 @@ export class ContinuousBatcher {
     let picked: GeneratedToken[] | null = null;
     let logits: Float32Array = new Float32Array(0);
     try {
-      if (this.runtime.decodeSampled && batch.every((s) => s.req.sampling.topLogprobs === 0)) {
+      if (this.runtime.decodeSampled && this.samplesOnDevice(batch)) {
         picked = await this.runtime.decodeSampled(
           caches,
           last,
@@ -433,6 +445,11 @@ export class ContinuousBatcher {
       const token = picked ? picked[i] : sampleToken(logits.subarray(i * v, (i + 1) * v), batch[i].req.sampling, batch[i].rand);
       if (this.accept(batch[i], token)) this.active.splice(at, 1);
     }
+  }
+
+  /** Whether these sequences' next tokens are sampled on the device: where the runtime can, unless one wants top logprobs. */
+  private samplesOnDevice(seqs: Sequence[]): boolean {
+    return this.runtime.decodeSampled !== undefined && seqs.every((s) => s.req.sampling.topLogprobs === 0);
   }
 
   /** Emit `token`; returns true when the sequence has finished. */

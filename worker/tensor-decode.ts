@@ -90,13 +90,29 @@ async function readLogits(logits: tf.Tensor): Promise<Float32Array> {
   return data;
 }
 
+/** What a prefill gives per prompt: its last logits [V], or (sampled on the device) no logits and its first token. */
+export interface PromptEnd {
+  logits: Float32Array;
+  token?: GeneratedToken;
+}
+
+/** Read prompts' ends back: logits [n, V] (one row each), or with picks the sampled [n, 2]; releases `ends`. */
+async function readEnds(ends: tf.Tensor2D, vocab: number, picks: DeviceSampling[] | null): Promise<PromptEnd[]> {
+  if (picks) return (await readSamples(ends)).map((token) => ({ logits: new Float32Array(0), token }));
+  const data = await readLogits(ends);
+  return Array.from({ length: data.length / vocab }, (_, row) => ({ logits: data.slice(row * vocab, (row + 1) * vocab) }));
+}
+
 /** A step's logits [n, V], or with `picks` each row's token and logprob [n, 2] sampled on the device (webgpu/sample.ts). */
 function sampledOrNot(logits: tf.Tensor2D, picks: DeviceSampling[] | null): tf.Tensor2D {
   return picks ? sampleOnDevice(logits, picks) : logits;
 }
 
-/** Prefill prompts in one right-padded forward (as model.ts's prefillBatch): per prompt a device cache and its last logits [V]. */
-export async function prefillOnDevice(cfg: DecoderConfig, w: ModelWeights, prompts: number[][]): Promise<{ cache: TensorKvCache; logits: Float32Array }[]> {
+/**
+ * Prefill prompts in one right-padded forward (as model.ts's prefillBatch): per prompt a device cache and its last
+ * logits [V], or with `picks` (webgpu) its first token sampled on the device instead.
+ */
+export async function prefillOnDevice(cfg: DecoderConfig, w: ModelWeights, prompts: number[][], picks: DeviceSampling[] | null = null): Promise<({ cache: TensorKvCache } & PromptEnd)[]> {
   const { ids, b, t } = paddedPrompts(cfg, prompts);
   const { num_key_value_heads: kvh, head_dim: hd } = cfg;
   let caches: TensorKvCache[] = [];
@@ -113,11 +129,10 @@ export async function prefillOnDevice(cfg: DecoderConfig, w: ModelWeights, promp
       );
     });
     tf.dispose(kv.flatMap((l) => [l.k, l.v])); // kept by attention(); the slices above are copies
-    return promptEnds(logits, prompts, t);
+    return sampledOrNot(promptEnds(logits, prompts, t), picks);
   });
-  const data = await readLogits(last);
-  const vocab = cfg.vocab_size;
-  return caches.map((cache, row) => ({ cache, logits: data.slice(row * vocab, (row + 1) * vocab) }));
+  const ends = await readEnds(last, cfg.vocab_size, picks);
+  return caches.map((cache, row) => ({ cache, ...ends[row] }));
 }
 
 /**
@@ -239,10 +254,11 @@ export function pagedDecodingRuns(cfg: DecoderConfig): boolean {
 
 /**
  * Prefill prompts into the paged KV cache on webgpu (one right-padded forward, as prefillOnDevice; each layer's
- * keys and values written into the pool by one append dispatch): per prompt its sequence and its last logits [V].
- * PagedKvPoolFullError, before any work, when the pool cannot hold them.
+ * keys and values written into the pool by one append dispatch): per prompt its sequence and its last logits [V],
+ * or with `picks` its first token sampled on the device. PagedKvPoolFullError, before any work, when the pool cannot
+ * hold them.
  */
-export async function prefillPaged(cfg: DecoderConfig, w: ModelWeights, pool: PagedKvPool, prompts: number[][]): Promise<{ cache: PagedKvSequence; logits: Float32Array }[]> {
+export async function prefillPaged(cfg: DecoderConfig, w: ModelWeights, pool: PagedKvPool, prompts: number[][], picks: DeviceSampling[] | null = null): Promise<({ cache: PagedKvSequence } & PromptEnd)[]> {
   const { ids, b, t } = paddedPrompts(cfg, prompts);
   const { num_key_value_heads: kvh, head_dim: hd } = cfg;
   const seqs = prompts.map(() => pool.sequence());
@@ -260,14 +276,13 @@ export async function prefillPaged(cfg: DecoderConfig, w: ModelWeights, pool: Pa
       const rows = (x: tf.Tensor4D) => tf.reshape(x, [b * t, kvh, hd]) as tf.Tensor3D;
       kv.forEach((l, layer) => pagedAppend(pool.layers[layer], rows(l.k), rows(l.v), slotsT, { kStride: kvh, kOff: 0, vStride: kvh, vOff: 0 }));
       tf.dispose(kv.flatMap((l) => [l.k, l.v])); // kept by attention(); written into the pool above
-      return promptEnds(logits, prompts, t);
+      return sampledOrNot(promptEnds(logits, prompts, t), picks);
     });
-    const data = await readLogits(last);
-    const vocab = cfg.vocab_size;
+    const ends = await readEnds(last, cfg.vocab_size, picks);
     return seqs.map((cache, row) => {
       cache.length = prompts[row].length;
       cache.tokens = prompts[row].slice();
-      return { cache, logits: data.slice(row * vocab, (row + 1) * vocab) };
+      return { cache, ...ends[row] };
     });
   } catch (err) {
     for (const s of seqs) pool.release(s);
@@ -322,7 +337,16 @@ function pagedStep(cfg: DecoderConfig, w: ModelWeights, dw: DeviceDecodeWeights,
  * work, when the pool cannot hold the rests.
  */
 export async function extendPaged(cfg: DecoderConfig, w: ModelWeights, seqs: PagedKvSequence[], rests: number[][]): Promise<Float32Array> {
-  if (seqs.length === 0) return new Float32Array(0);
+  return seqs.length === 0 ? new Float32Array(0) : readLogits(extendPagedStep(cfg, w, seqs, rests, null));
+}
+
+/** extendPaged, each rest's next token sampled on the device by `picks[i]` instead of its logits read back. */
+export async function extendPagedSampled(cfg: DecoderConfig, w: ModelWeights, seqs: PagedKvSequence[], rests: number[][], picks: DeviceSampling[]): Promise<GeneratedToken[]> {
+  return seqs.length === 0 ? [] : readSamples(extendPagedStep(cfg, w, seqs, rests, picks));
+}
+
+/** extendPaged's work (n ≥ 1), not read: the rests' last logits [n, V], or with picks the sampled [n, 2], to release. */
+function extendPagedStep(cfg: DecoderConfig, w: ModelWeights, seqs: PagedKvSequence[], rests: number[][], picks: DeviceSampling[] | null): tf.Tensor2D {
   checkContext(
     cfg,
     seqs.map((s, i) => s.length + rests[i].length - 1),
@@ -331,15 +355,15 @@ export async function extendPaged(cfg: DecoderConfig, w: ModelWeights, seqs: Pag
     seqs,
     seqs.map((s, i) => s.length + rests[i].length),
   );
-  const logitsT = tf.tidy(() => {
+  const out = tf.tidy(() => {
     const rows = seqs.map((seq, i) => extendOne(cfg, w, seq, rests[i])); // n × [1, V]
-    return rows.length === 1 ? rows[0] : tf.concat(rows, 0);
+    return sampledOrNot(rows.length === 1 ? rows[0] : (tf.concat(rows, 0) as tf.Tensor2D), picks);
   });
   seqs.forEach((s, i) => {
     s.length += rests[i].length;
     s.tokens.push(...rests[i]);
   });
-  return readLogits(logitsT);
+  return out;
 }
 
 /** extendPaged for one sequence (inside its tidy): the rest's last logits [1, V]; the pool written in place. */
