@@ -1,7 +1,10 @@
 /**
  * Incremental decoding for backends that cannot read synchronously (WebGPU under Node): the KV cache stays on the
- * device as tensors and the attention of a decode step is tf ops, so a step reads back one thing, its logits, with
- * `await data()`. model.ts's `decodeStep` (host-side attention over host caches) stays the wasm/cpu path.
+ * device as tensors and the attention of a decode step is tf ops, so a step reads back one thing with `await data()`:
+ * its logits [n, V], or, handed picks (the *Sampled functions, and prefills given picks), each row's token and
+ * logprob sampled on the device (webgpu/sample.ts). A decode step's kernels are recorded into one command buffer
+ * (webgpu/gpu.ts recordedTogether), submitted by that read. model.ts's `decodeStep` (host-side attention over host
+ * caches) stays the wasm/cpu path.
  *
  * A GPU decode step of a small model costs what its ops cost to dispatch, not what they compute, so the step is
  * written in as few ops as it can: q/k/v and gate/up are one matmul each, q and k are normalised (one RMSNorm with a
