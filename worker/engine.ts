@@ -91,6 +91,12 @@ const DEFAULT_DEVICE_KV_CACHE_BYTES = 2 ** 30;
 /** Sequences the device KV cache is sized for at most: the batcher's MAX_BATCH (sampler.ts). */
 const DEVICE_KV_SEQUENCES = 32;
 
+/**
+ * The pick for a prefill whose end nobody samples (a shared prefix: its members continue it): greedy, no draw, so
+ * that two floats are read back instead of its logits.
+ */
+const UNREAD_END: DeviceSampling = { invTemperature: 0, topK: 0, topP: 1, draw: 0 };
+
 /** Token budget of one forward when scoring sequences (logprobs, KL reference). */
 const SCORING_TOKEN_BUDGET = 8192;
 
@@ -293,7 +299,7 @@ export class LocalEngine implements TrainerEngine {
       for (const group of sharedPrefixGroups(uncached.map((i) => prompts[i]))) {
         const members = group.members.map((k) => uncached[k]);
         const length = group.length - (group.length % PAGE_SLOTS); // shared in whole pages (≥ MIN_REUSED_TOKENS = one page)
-        const [prefix] = await prefillPaged(cfg, w, pool, [prompts[members[0]].slice(0, length)]);
+        const [prefix] = await prefillPaged(cfg, w, pool, [prompts[members[0]].slice(0, length)], deviceSamplingRuns() ? [UNREAD_END] : null);
         // The first member pays for the shared prefix; the others reuse it.
         members.forEach((index, k) => {
           grouped.add(index);
