@@ -11,7 +11,8 @@
  *   node --import tsx bench/device/gpu-check.ts engine NAME [--bench] → the engine on NAME (engine-check.ts)
  *   node --import tsx bench/device/gpu-check.ts kernels [--quick]    → our WGSL kernels (worker/webgpu/): every
  *     numerics check of their tests against the cpu backend, then GFLOP/s of our matmul vs tfjs's, f32 and f16,
- *     and a decode step's sampling of 8 rows at Qwen2.5's vocabulary: logits read and sampled here vs on the device
+ *     and a decode step's sampling of 8 rows at Qwen2.5's vocabulary (temperature alone, and with top-k and top-p):
+ *     logits read and sampled here vs on the device
  *   node --import tsx bench/device/gpu-check.ts bench-model-qwen     → bench/model.ts --config qwen2.5-0.5b (f32 and
  *     mixed-precision training: train_tokens_per_s, train_mfu and their `_mixed` twins)
  *
@@ -179,13 +180,16 @@ const SAMPLE_TIMING_ROWS = 8;
 const SAMPLE_TIMING_VOCAB = QWEN2_5_0_5B.vocab_size;
 const SAMPLE_TIMING_VOCAB_QUICK = 32_768;
 
+/** The sampling timed: temperature alone (RL's usual: the device's cheapest non-greedy path) and with both cuts. */
+const SAMPLE_TIMING_MODES: Record<string, Partial<SamplingParams>> = { plain: { temperature: 1 }, cut: { temperature: 1, topK: 50, topP: 0.9 } };
+
 /**
  * The end of a decode step, best of `reps` ms: the batch's logits [rows, V] read back and sampled on the host
- * (sampleToken, top-k 50, top-p 0.9), or sampled on the device and a token and a logprob per row read back
- * (webgpu/sample.ts). Each repetition samples a fresh copy (a tensor read once is cached on the host).
+ * (sampleToken), or sampled on the device and a token and a logprob per row read back (webgpu/sample.ts). Each
+ * repetition samples a fresh copy (a tensor read once is cached on the host).
  */
-async function samplingTiming(vocab: number, reps: number): Promise<{ hostMs: number; deviceMs: number }> {
-  const s: SamplingParams = { maxTokens: 1, temperature: 1, topK: 50, topP: 0.9, stopTokenIds: [], stopStrings: [], topLogprobs: 0 };
+async function samplingTiming(vocab: number, reps: number, mode: Partial<SamplingParams>): Promise<{ hostMs: number; deviceMs: number }> {
+  const s: SamplingParams = { maxTokens: 1, temperature: 1, topK: 0, topP: 1, stopTokenIds: [], stopStrings: [], topLogprobs: 0, ...mode };
   const logits = tf.tidy(() => tf.mul(tf.randomNormal([SAMPLE_TIMING_ROWS, vocab], 0, 1, 'float32', 1), 4)) as tf.Tensor2D;
   const rand = seededRandom(1);
   const best = async (step: (copy: tf.Tensor2D) => Promise<unknown>) => {
@@ -233,8 +237,13 @@ async function kernelsMode(quick: boolean, log: (line: string) => void): Promise
   }
   setMatmulKernel('tiled-f32');
   const vocab = quick ? SAMPLE_TIMING_VOCAB_QUICK : SAMPLE_TIMING_VOCAB;
-  const sampling = await samplingTiming(vocab, quick ? 2 : 5);
-  log(`sampling ${SAMPLE_TIMING_ROWS} rows of ${vocab}: logits read + host ${sampling.hostMs.toFixed(2)} ms, on the device ${sampling.deviceMs.toFixed(2)} ms`);
+  const sampling: Record<string, number> = {};
+  for (const [name, mode] of Object.entries(SAMPLE_TIMING_MODES)) {
+    const { hostMs, deviceMs } = await samplingTiming(vocab, quick ? 2 : 5, mode);
+    log(`sampling ${SAMPLE_TIMING_ROWS} rows of ${vocab} (${JSON.stringify(mode)}): logits read + host ${hostMs.toFixed(2)} ms, on the device ${deviceMs.toFixed(2)} ms`);
+    sampling[`sample_ms_${name}_logits_read_host`] = round(hostMs, 2);
+    sampling[`sample_ms_${name}_device`] = round(deviceMs, 2);
+  }
   const best = (k: string) => Math.max(...Object.entries(gflops).filter(([name]) => name.startsWith(`gflops_${k}_`)).map(([, v]) => v));
   return {
     adapter: sel.adapter ? `${sel.adapter.vendor} ${sel.adapter.architecture} ${sel.adapter.description}`.trim() : 'none',
@@ -249,8 +258,7 @@ async function kernelsMode(quick: boolean, log: (line: string) => void): Promise
     ...(features?.shaderF16 ? { matmul_gflops_best_ours_f16: best('tiled_f16') } : {}),
     sample_vocab: vocab,
     sample_rows: SAMPLE_TIMING_ROWS,
-    sample_ms_logits_read_host: round(sampling.hostMs, 2),
-    sample_ms_device: round(sampling.deviceMs, 2),
+    ...sampling,
     ...gflops,
   };
 }
