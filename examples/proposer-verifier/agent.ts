@@ -3,7 +3,7 @@
  * proposed answer (its `calc` also checks a claim: `34*80==2600` gives false) and says accept or reject. The
  * environment (this script) knows the answer and rewards each role separately:
  *   proposer: 1 when its answer is right;  verifier: 1 when its verdict is right (accept a right answer, reject a
- *   wrong one). The team succeeds when a right answer is accepted.
+ *   wrong one). The team succeeds when the proposer's right answer is accepted.
  * The verifier judges planted answers too (answersToJudge): in training right and wrong half and half, held out the
  * proposer's answer and a counterpart of the other kind, its reward there being its balanced accuracy.
  * Attach with `--team proposer=MODEL_A,verifier=MODEL_B`; the runner sets OPENAI_*_PROPOSER / _VERIFIER.

@@ -104,7 +104,7 @@ const SCENARIO_SETTINGS: Record<ScenarioName, Partial<ScenarioSettings>> = {
   // The verifier judges planted answers in training, right and wrong half and half (examples/proposer-verifier). At
   // the default 5e-4 with KL 0.001 it learnt to follow its check but lost some of its copying (miscopied checks
   // 5% → 18% of right answers, its balanced accuracy 0.85 → 0.82); KL 0.01 held the copying a little better
-  // (0.83 → 0.86), and 3e-4 with KL 0.01 kept it (0.82 → 0.95).
+  // (0.83 → 0.86), and 3e-4 with KL 0.01 kept it (0.83 → 0.94 quiet; 0.82–0.84 → 0.94–0.96 in three runs under load).
   team: { steps: 40, batchTasks: 4, groupSize: 4, learningRate: 3e-4, klCoef: 0.01 },
 };
 
