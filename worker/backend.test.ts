@@ -29,6 +29,13 @@ describe('selectBackend', () => {
     await expect(selectBackend('nope' as 'cpu')).rejects.toMatchObject({ name: 'BackendUnavailableError' });
   });
 
+  it('makes its choice current again when asked after tfjs was switched to another backend', async () => {
+    const report = await selectBackend('cpu');
+    await tf.setBackend('wasm');
+    expect(await selectBackend('cpu')).toBe(report);
+    expect(tf.getBackend()).toBe('cpu');
+  });
+
   it('refuses a forced webgpu backend to a caller that reads synchronously: Node has no synchronous GPU readback', async () => {
     // Without an adapter (CI) for that reason; with one (a GPU, lavapipe) because dataSync fails. The engine asks
     // with syncReads: false and gets it (worker/webgpu.test.ts).

@@ -350,7 +350,12 @@ async function measuredChoice(gpu: Admitted, cpu: Admitted, model: DecoderConfig
 export async function selectBackend(prefer?: BackendName, options: SelectOptions = {}): Promise<BackendReport> {
   const syncReads = options.syncReads ?? true;
   const forced = prefer ?? (process.env.AGENTJET_BACKEND as BackendName | undefined);
-  if (selected && (!forced || selected.name === forced) && (selectedReadsSync || !syncReads)) return selected;
+  if (selected && (!forced || selected.name === forced) && (selectedReadsSync || !syncReads)) {
+    // tfjs's current backend is global: a caller may have switched it since (a test, a numerics check on cpu).
+    const tfName = await register(selected.name);
+    if (tf.getBackend() !== tfName) await tf.setBackend(tfName);
+    return selected;
+  }
   if (forced && !BACKEND_ORDER.includes(forced)) throw new BackendUnavailableError(`unknown backend "${forced}" (one of ${BACKEND_ORDER.join(', ')})`);
   const candidates = forced ? [forced] : BACKEND_ORDER;
   const passedOver: BackendReport['passedOver'] = [];
