@@ -110,6 +110,9 @@ export async function registerWebGpuBackendWithFeatures(): Promise<void> {
           maxBufferSize: l.maxBufferSize,
           maxComputeWorkgroupSizeX: l.maxComputeWorkgroupSizeX,
           maxComputeInvocationsPerWorkgroup: l.maxComputeInvocationsPerWorkgroup,
+          // WebGPU's default is 8; with the adapter's own (16 on lavapipe) the chunked AddN of the optimizer's global
+          // norm (backend.ts) takes more terms a dispatch.
+          maxStorageBuffersPerShaderStage: l.maxStorageBuffersPerShaderStage,
         },
       });
       const features = await probeFeatures(adapter, device);
