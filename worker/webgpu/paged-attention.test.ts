@@ -106,6 +106,15 @@ const SAMPLED: Partial<SamplingParams>[] = [
   { temperature: 1, topK: 20, topP: 0.9, seed: 14 },
 ];
 
+/** The tiny byte model on webgpu: its fused weights and the decode layers' device weights. */
+async function tinyModelOnDevice() {
+  await selectBackend('webgpu', { syncReads: false });
+  const cfg = tinyByteConfig();
+  const params = toParams(initWeights(cfg, 3));
+  const w = tf.tidy(() => fuseWeights(cfg, params) as unknown as tf.TensorContainer) as unknown as ModelWeights;
+  return { cfg, w, dw: deviceDecodeWeights(cfg, params) };
+}
+
 /** The engine's tokens equal the wasm engine's, logprobs within f32's reach. */
 function expectSameTokens(gpu: GenerateResult[], wasm: GenerateResult[]): void {
   gpu.forEach((r, i) => {
@@ -116,11 +125,7 @@ function expectSameTokens(gpu: GenerateResult[], wasm: GenerateResult[]): void {
 
 describe.skipIf(skipReason !== null)(`paged decoding of the model on WebGPU${skipReason ? ` (skipped: ${skipReason})` : ''}`, () => {
   it('gives the per-sequence path logits in fewer kernels per step', async () => {
-    await selectBackend('webgpu', { syncReads: false });
-    const cfg = tinyByteConfig();
-    const params = toParams(initWeights(cfg, 3));
-    const w = tf.tidy(() => fuseWeights(cfg, params) as unknown as tf.TensorContainer) as unknown as ModelWeights;
-    const dw = deviceDecodeWeights(cfg, params);
+    const { cfg, w, dw } = await tinyModelOnDevice();
     const pool = new PagedKvPool({ layers: cfg.num_hidden_layers, kvHeads: cfg.num_key_value_heads, headDim: cfg.head_dim }, 16);
     const plain = await prefillOnDevice(cfg, w, PROMPTS);
     const paged = await prefillPaged(cfg, w, pool, PROMPTS);
@@ -170,11 +175,7 @@ describe.skipIf(skipReason !== null)(`paged decoding of the model on WebGPU${ski
   });
 
   it("the per-sequence device caches sample on the device too: the host sampler's tokens on their logits", async () => {
-    await selectBackend('webgpu', { syncReads: false });
-    const cfg = tinyByteConfig();
-    const params = toParams(initWeights(cfg, 3));
-    const w = tf.tidy(() => fuseWeights(cfg, params) as unknown as tf.TensorContainer) as unknown as ModelWeights;
-    const dw = deviceDecodeWeights(cfg, params);
+    const { cfg, w, dw } = await tinyModelOnDevice();
     const [plain, sampled] = [await prefillOnDevice(cfg, w, PROMPTS), await prefillOnDevice(cfg, w, PROMPTS)];
     const s = sampling({ temperature: 1, topK: 30, topP: 0.95 });
     const [hostRand, deviceRand] = [seededRandom(4), seededRandom(4)];
@@ -193,11 +194,7 @@ describe.skipIf(skipReason !== null)(`paged decoding of the model on WebGPU${ski
   });
 
   it('records a decode step into one command buffer, submitted by its one small read', async () => {
-    await selectBackend('webgpu', { syncReads: false });
-    const cfg = tinyByteConfig();
-    const params = toParams(initWeights(cfg, 3));
-    const w = tf.tidy(() => fuseWeights(cfg, params) as unknown as tf.TensorContainer) as unknown as ModelWeights;
-    const dw = deviceDecodeWeights(cfg, params);
+    const { cfg, w, dw } = await tinyModelOnDevice();
     const pool = new PagedKvPool({ layers: cfg.num_hidden_layers, kvHeads: cfg.num_key_value_heads, headDim: cfg.head_dim }, 16);
     const paged = await prefillPaged(cfg, w, pool, PROMPTS);
     const gpu = asWebGpu(tf.backend());

@@ -12,6 +12,7 @@ import * as tf from '@tensorflow/tfjs';
 import type { SamplingParams } from '../../common/engine.ts';
 import { seededRandom } from '../../model.ts';
 import { sampleToken } from '../../sampler.ts';
+import { sampling } from '../../testing/configs.ts';
 import { readSamples, sampleOnDevice } from '../sample.ts';
 import type { Check } from './checks.ts';
 import { randomArray } from './gpu.ts';
@@ -58,16 +59,7 @@ const SAMPLE_BATCHES = 3;
 export const sampleCaseName = (c: SampleCase) =>
   `sample V ${c.vocab} logits ±${c.scale}${c.step ? ` in steps of ${c.step}` : ''}${c.masked ? `, every ${c.masked}th −∞` : ''}`;
 
-const paramsOf = (mode: Partial<SamplingParams>): SamplingParams => ({
-  maxTokens: 1,
-  temperature: 0,
-  topP: 1,
-  topK: 0,
-  stopTokenIds: [],
-  stopStrings: [],
-  topLogprobs: 0,
-  ...mode,
-});
+const paramsOf = (mode: Partial<SamplingParams>): SamplingParams => sampling({ maxTokens: 1, ...mode });
 
 /** The batches of a case on webgpu: per row, 0 when the host picks the same token, 0.5 at a rounding boundary, else Infinity; and logprob ratios. */
 export async function sampleCaseChecks(c: SampleCase, seed: number): Promise<Check[]> {
