@@ -69,6 +69,11 @@ export function checkExpression(proposal: string, task: Pick<TeamTask, 'expressi
   return `${task.expression}==${proposal}`;
 }
 
+/** Whether an answer (the last number of a reply, '' when it had none) is the task's. */
+export function isRightAnswer(answer: string, task: Pick<TeamTask, 'answer'>): boolean {
+  return answer !== '' && Number(answer) === task.answer;
+}
+
 /** An answer the verifier is asked to judge; `planted` when it is not the proposer's. */
 export interface JudgedAnswer {
   answer: string;
@@ -87,7 +92,7 @@ export interface JudgedAnswer {
  *     its balanced accuracy, the same measure whatever share of the proposer's answers is right.
  */
 export function answersToJudge(proposal: string, task: Pick<TeamTask, 'answer'>, kind: 'train' | 'eval', rand: () => number): JudgedAnswer[] {
-  const own = { answer: proposal, right: proposal !== '' && Number(proposal) === task.answer, planted: false };
+  const own = { answer: proposal, right: isRightAnswer(proposal, task), planted: false };
   const rightOne = { answer: String(task.answer), right: true, planted: true };
   const nearMiss = () => {
     const offset = 1 + Math.floor(rand() * 10);
@@ -165,7 +170,7 @@ async function main(): Promise<void> {
   const verdicts: ('accept' | 'reject' | null)[] = [];
   for (const { answer } of judged) verdicts.push(verdictOf(await converse('VERIFIER', verifierMessages(task, answer))));
   const correct = judged.filter((j, i) => verdicts[i] !== null && (verdicts[i] === 'accept') === j.right).length;
-  const right = proposal !== '' && Number(proposal) === task.answer;
+  const right = isRightAnswer(proposal, task);
   const ownVerdict = verdicts[judged.findIndex((j) => !j.planted)];
   // The acceptance rate of right and of wrong answers apart: a verifier that compares raises the first and lowers
   // the second; one that only learns to accept raises both.
