@@ -15,7 +15,7 @@ import { EpisodeApiError } from './errors.ts';
 import { runProcess, type ProcessResult, type ProcessSpec } from './process.ts';
 import { hostSandbox, resolveLimits, type Sandbox } from './sandbox.ts';
 import { parseResultLine, processFailure, rewardFromModule, rewardsPerRole, type Outcome } from './result.ts';
-import { launchCommand, nodeRuntimeEnv } from './script.ts';
+import { launchCommand, nodeRuntimeEnv, probeAgentV8Flags } from './script.ts';
 import type { EpisodeSpec } from './tasks.ts';
 
 /** The error the swarm's relay answers for an episode whose server peer is gone (p2p/errors.ts peerGone). */
@@ -125,6 +125,7 @@ export async function runEpisode(
   onStarted();
 
   // 2. The script, in its own directory with only what it needs.
+  if (script.runtime === 'node') await probeAgentV8Flags();
   const proc = await inWorkDir(ctx.workRoot, (workDir) => {
     const env = { ...scriptEnv(workDir, spec, episodes, team), ...(script.runtime === 'node' ? nodeRuntimeEnv() : {}) };
     // sandbox: false runs the script as it is: no namespace, no guards, no limits (the client trusts it).

@@ -8,7 +8,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { launchCommand, snapshotScript } from './script.ts';
+import { launchCommand, probeAgentV8Flags, snapshotScript } from './script.ts';
 
 const dirs: string[] = [];
 afterEach(() => {
@@ -97,13 +97,14 @@ describe('a Node agent script attached with bundle', () => {
 });
 
 describe("an agent's Node process", () => {
-  it('starts with the raised WebAssembly tiering budget, under the guards or not', () => {
+  it('starts with the raised WebAssembly tiering budget once the probe has run, under the guards or not', async () => {
     const dir = folder({ type: 'module' });
     const path = join(dir, 'agent.mjs');
     writeFileSync(path, 'console.log(JSON.stringify(process.execArgv));\n');
     mkdirSync(join(dir, 'snapshots'));
     const script = snapshotScript(join(dir, 'snapshots'), 'agent', { path }, 'auto');
     // This Node knows the flag (V8 11 and later), so the probe keeps it.
+    await probeAgentV8Flags();
     for (const sandbox of [false, true]) {
       const launch = launchCommand(script, { workDir: dir, sandbox, dataDir: join(dir, 'data') });
       const run = spawnSync(launch.command, launch.args, { cwd: dir, encoding: 'utf8' });

@@ -5,7 +5,7 @@
  * original location saw (or the app's: `openai` and friends).
  */
 import { createHash } from 'node:crypto';
-import { execFileSync, spawnSync } from 'node:child_process';
+import { execFile, execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, realpathSync, symlinkSync, writeFileSync } from 'node:fs';
 import { basename, dirname, extname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -189,18 +189,24 @@ const AGENT_WASM_TIERING_BUDGET = 18_000_000;
 /** Starting Node with an empty script takes tens of milliseconds; this bounds a hung probe. */
 const FLAG_PROBE_TIMEOUT_MS = 10_000;
 
-let v8Flags: string[] | undefined;
+let v8Flags: string[] = [];
+let v8FlagsProbe: Promise<void> | undefined;
 
 /**
- * The V8 flags an agent's Node process starts with: the tiering budget where this Node knows the flag (probed once;
- * an unknown V8 flag makes node refuse to start, which would fail every episode).
+ * Finds out, once per process, the V8 flags an agent's Node process starts with: the tiering budget where this Node
+ * knows the flag (an unknown V8 flag makes node refuse to start, which would fail every episode). Asynchronous, so
+ * that the peer's main thread never blocks on a node start; until it has settled, agents start without the flag.
  */
-function agentV8Flags(): string[] {
-  if (v8Flags) return v8Flags;
-  const flag = `--wasm-tiering-budget=${AGENT_WASM_TIERING_BUDGET}`;
-  const probe = spawnSync(process.execPath, [flag, '-e', ''], { env: { ...nodeRuntimeEnv(), PATH: process.env.PATH ?? '' }, stdio: 'ignore', timeout: FLAG_PROBE_TIMEOUT_MS });
-  v8Flags = probe.status === 0 ? [flag] : [];
-  return v8Flags;
+export function probeAgentV8Flags(): Promise<void> {
+  v8FlagsProbe ??= new Promise<void>((settle) => {
+    const flag = `--wasm-tiering-budget=${AGENT_WASM_TIERING_BUDGET}`;
+    const env = { ...nodeRuntimeEnv(), PATH: process.env.PATH ?? '' };
+    execFile(process.execPath, [flag, '-e', ''], { env, timeout: FLAG_PROBE_TIMEOUT_MS }, (err) => {
+      if (!err) v8Flags = [flag];
+      settle();
+    });
+  });
+  return v8FlagsProbe;
 }
 
 export interface LaunchOptions {
@@ -220,8 +226,8 @@ export function launchCommand(script: ScriptVersion, options: LaunchOptions): { 
   }
   // TypeScript runs as the version transpiled at attach time, sandboxed or not.
   const entry = script.compiled ?? script.file;
-  if (options.sandbox) return { command: process.execPath, args: [...agentV8Flags(), ...nodePermissionFlags(script, options), entry] };
-  return { command: process.execPath, args: [...agentV8Flags(), entry] };
+  if (options.sandbox) return { command: process.execPath, args: [...v8Flags, ...nodePermissionFlags(script, options), entry] };
+  return { command: process.execPath, args: [...v8Flags, entry] };
 }
 
 /**
