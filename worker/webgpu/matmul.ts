@@ -1,7 +1,7 @@
 /**
  * Our BatchMatMul for the webgpu backend: C[b] = op(A[b]) · op(B[b]), op = transpose or not, float32 results.
  *
- * Two shapes of work, two shaders:
+ * Shapes of work and their shaders:
  * - tiled (training, prefill): each workgroup of 16×16 threads computes a 64×64 block of C, staging 64×16 of A and
  *   16×64 of B in workgroup memory per step along K; each thread accumulates a 4×4 register block, its rows and
  *   columns 16 apart so that neighbouring threads load and store neighbouring addresses. Tile loads are
@@ -10,23 +10,33 @@
  * - skinny (decoding: at most SKINNY_MAX_ROWS rows of A, B not transposed): a 64-row tile would idle 63 of 64
  *   threads. Each thread owns one column of C for every row of A and walks a quarter of K, reading B once for all
  *   rows (the step is bound by reading the weights); the four partial sums meet in workgroup memory.
+ * - skinny with subgroups (the 'subgroup-*' kernels, where the device has subgroups): the same decode products, and
+ *   those with B transposed (a tied head), which the plain skinny shader leaves to the tiled one. A subgroup takes
+ *   four columns of C at a time and its lanes split K between them, so that a column's K is walked by a subgroup's
+ *   width of lanes instead of a quarter of the workgroup's threads, and the lanes' partial sums meet through
+ *   `subgroupAdd`: no workgroup memory, no barrier. It is correct for any subgroup size (the shader counts its lanes;
+ *   see skinnySubgroupWgsl). Training's (tiled) products have no subgroup shader: those kernels run the tiled one.
  *
  * The kernel, a choice (setMatmulKernel, or AGENTJET_WEBGPU_MATMUL at registration):
- * - 'auto' (default): ours or tfjs's, f32, whichever calibrateMatmul measured faster on this device for the
- *   product's kind (skinny or tiled); ours until it has run. No GPU was at hand when these shaders were written, so
- *   the backend's selection measures them against tfjs's instead of assuming they win.
+ * - 'auto' (default): ours, ours with subgroups (skinny products, where the device has subgroups) or tfjs's, f32,
+ *   whichever calibrateMatmul measured fastest on this device for the product's kind (skinny or tiled); 'tiled-f32'
+ *   until it has run. No GPU was at hand when these shaders were written, so the backend's selection measures them
+ *   against tfjs's (and each other) instead of assuming one wins.
  * - 'tiled-f32': ours, f32 everywhere.
  * - 'tiled-f16', used only where the device compiles `enable f16;` (else f32 runs): B is read from an f16 copy
  *   (made once per tensor and kept while the tensor lives: a weight is converted once per policy version, then every
  *   decode step reads half the bytes) and A is rounded to f16 as it is staged; workgroup tiles are f16; products and
  *   sums are f32 (f16 products of un-normalised activations and weights can overflow 65504). Results differ from
  *   f32 by f16's rounding of the inputs (relative 2⁻¹¹ each).
+ * - 'subgroup-f32', 'subgroup-f16': as 'tiled-f32' and 'tiled-f16', skinny products through the subgroup shader
+ *   (f16: B from its f16 copy, A and the sums f32, as the plain skinny shader does). Without subgroups they are
+ *   'tiled-f32' and 'tiled-f16' (and 'subgroup-f16' is 'subgroup-f32' without shader-f16).
  * - 'tfjs': tfjs-backend-webgpu's own kernel, for comparison.
  * Mixed-precision training (worker/precision.ts) overrides the choice for the products inside withF16Matmuls,
  * where the device has shader-f16: every product runs the tiled shader with f16 tiles and f32 sums, A and B rounded
  * to f16 as they are staged (activations and gradients stay f32 tensors in between: tfjs has no float16 dtype), and
  * a B whose f16 copy was made by holdF16Copies (the master weights, once per optimizer step) is read from that copy,
- * half the bytes. The skinny shader is not used there: it rounds only B, and training's products are not skinny.
+ * half the bytes. The skinny shaders are not used there: they round only B, and training's products are not skinny.
  * Staged through f16 tiles, a value past f16's range becomes ±inf (seen on lavapipe), which is what dynamic loss
  * scaling (worker/loss-scale.ts) detects.
  * Whatever we do not handle (other dtypes, batch broadcasting other than 1-to-many, grids over the limit) goes to
@@ -53,8 +63,22 @@ const SKINNY_SLICES = 4;
 /** K positions of A staged per step in the skinny shader (≤ 8 rows × 64 = 2 KiB). */
 const SKINNY_K_BLOCK = 64;
 
-export type MatmulKernel = 'auto' | 'tiled-f32' | 'tiled-f16' | 'tfjs';
-export const MATMUL_KERNELS: readonly MatmulKernel[] = ['auto', 'tiled-f32', 'tiled-f16', 'tfjs'];
+/**
+ * Threads per workgroup of the subgroup skinny shader: 16 subgroups of 8 (lavapipe, Intel), 4 of 32 (NVIDIA), 2 of
+ * 64 (AMD), so that every subgroup size dividing 128 gives each subgroup the same number of column groups.
+ */
+const SG_THREADS = 128;
+/**
+ * Columns of C one subgroup computes at a time: per K position a lane reads 4 neighbouring values of B (16 bytes,
+ * not transposed) or 4 columns each contiguous across lanes (transposed), and keeps rows × 4 sums.
+ */
+const SG_GROUP_COLS = 4;
+/** Column groups per workgroup: 16 × 4 = 64 columns, as many workgroups as the plain skinny shader. */
+const SG_GROUPS = 16;
+const SG_COLS = SG_GROUP_COLS * SG_GROUPS;
+
+export type MatmulKernel = 'auto' | 'tiled-f32' | 'tiled-f16' | 'subgroup-f32' | 'subgroup-f16' | 'tfjs';
+export const MATMUL_KERNELS: readonly MatmulKernel[] = ['auto', 'tiled-f32', 'tiled-f16', 'subgroup-f32', 'subgroup-f16', 'tfjs'];
 
 export class UnknownMatmulKernelError extends Error {
   override name = 'UnknownMatmulKernelError';
@@ -64,13 +88,16 @@ let chosen: MatmulKernel = 'auto';
 
 /** The two kinds of product, each with its own shader and its own measured choice under 'auto'. */
 type ProductKind = 'skinny' | 'tiled';
-const autoChoice: Record<ProductKind, 'tiled-f32' | 'tfjs'> = { skinny: 'tiled-f32', tiled: 'tiled-f32' };
+/** What 'auto' may run: the f32 kernels (calibration measures them). */
+type AutoKernel = 'tiled-f32' | 'subgroup-f32' | 'tfjs';
+const autoChoice: Record<ProductKind, AutoKernel> = { skinny: 'tiled-f32', tiled: 'tiled-f32' };
 
 /**
- * BatchMatMuls per path since the thread started ('fallback': tfjs's kernel ran; 'mixed': inside withF16Matmuls,
- * 'mixedF16Weights' of which read B from a held f16 copy); benchmarks report it, tests check it.
+ * BatchMatMuls per path since the thread started ('skinnySubgroup': the subgroup skinny shader, counted in 'skinny'
+ * too; 'fallback': tfjs's kernel ran; 'mixed': inside withF16Matmuls, 'mixedF16Weights' of which read B from a held
+ * f16 copy); benchmarks report it, tests check it.
  */
-export const matmulStats = { tiled: 0, skinny: 0, f16: 0, fallback: 0, mixed: 0, mixedF16Weights: 0 };
+export const matmulStats = { tiled: 0, skinny: 0, skinnySubgroup: 0, f16: 0, fallback: 0, mixed: 0, mixedF16Weights: 0 };
 
 /** Whether products now run in mixed precision (inside withF16Matmuls). */
 let mixedScope = false;
@@ -104,11 +131,24 @@ export function matmulKernel(): MatmulKernel {
   return chosen;
 }
 
-/** The kernel that runs on this device for a kind of product ('tiled-f16' is f32 without shader-f16). */
-function effectiveKernel(device: GPUDevice, kind: ProductKind): Exclude<MatmulKernel, 'auto'> {
-  if (chosen === 'auto') return autoChoice[kind];
-  return chosen === 'tiled-f16' && !featuresOf(device).shaderF16 ? 'tiled-f32' : chosen;
+type RunnableKernel = Exclude<MatmulKernel, 'auto'>;
+
+/**
+ * The kernel that runs on this device for a kind of product: a choice the device lacks a feature for falls back to
+ * the one without it ('tiled-f16' is 'tiled-f32' without shader-f16; 'subgroup-*' is 'tiled-*' without subgroups,
+ * and 'subgroup-f16' is 'subgroup-f32' without shader-f16).
+ */
+function effectiveKernel(device: GPUDevice, kind: ProductKind): RunnableKernel {
+  const k = chosen === 'auto' ? autoChoice[kind] : chosen;
+  const { shaderF16, subgroups } = featuresOf(device);
+  if (k === 'tiled-f16') return shaderF16 ? k : 'tiled-f32';
+  if (k === 'subgroup-f32') return subgroups ? k : 'tiled-f32';
+  if (k === 'subgroup-f16') return subgroups ? (shaderF16 ? k : 'subgroup-f32') : shaderF16 ? 'tiled-f16' : 'tiled-f32';
+  return k;
 }
+
+const isSubgroupKernel = (k: RunnableKernel) => k === 'subgroup-f32' || k === 'subgroup-f16';
+const isF16Kernel = (k: RunnableKernel) => k === 'tiled-f16' || k === 'subgroup-f16';
 
 // ---------------------------------------------------------------------------------------------------------------
 // WGSL
@@ -249,6 +289,53 @@ fn main(@builtin(local_invocation_index) li : u32, @builtin(workgroup_id) wid : 
 }`;
 }
 
+/**
+ * The subgroup skinny shader: any rows ≤ SKINNY_MAX_ROWS, B transposed or not. Each subgroup takes a group of
+ * SG_GROUP_COLS columns at a time; its lanes split K between them (lane r takes K positions r, r + lanes, …, so
+ * neighbouring lanes read neighbouring addresses of A, and of B where B is transposed), and `subgroupAdd` sums
+ * their partials: no workgroup memory, no barrier. Nothing assumes a subgroup size or which invocations share a
+ * subgroup: the lane count and a dense lane rank come from the subgroup itself (subgroupAdd(1),
+ * subgroupExclusiveAdd(1)), so a subgroup of any size, or one not full, covers all of K, and the column groups are
+ * shared out by subgroup_id / num_subgroups. Every lane of a subgroup runs the same loops (their bounds depend on
+ * the subgroup, never the lane), which WGSL's analysis cannot see: hence `diagnostic(off, subgroup_uniformity)`.
+ */
+function skinnySubgroupWgsl(v: Variant, rows: number): string {
+  const readB = Array.from({ length: SG_GROUP_COLS }, (_, j) => `readB(bOff, kk, col0 + ${j})`).join(', ');
+  const accs = Array.from({ length: rows }, (_, m) => `acc[${m}] = fma(vec4<f32>(f32(a[aOff + aAt(${m}, kk)])), bv, acc[${m}]);`).join('\n        ');
+  const stores = Array.from({ length: rows }, (_, m) => `{ let s = subgroupAdd(acc[${m}]);
+        if (rank == 0) { for (var j = 0; j < ${SG_GROUP_COLS}; j++) { if (col0 + j < u.n) { c[cOff + ${m} * u.n + col0 + j] = s[j]; } } } }`).join('\n      ');
+  // Directives first: the extensions, then the diagnostic, then bindings' declarations.
+  return `enable subgroups;
+${v.f16 ? 'enable f16;\n' : ''}diagnostic(off, subgroup_uniformity);
+${bindings(false, v.bHalf)}
+
+fn aAt(row : i32, kk : i32) -> i32 { return ${aIndex(v)}; }
+fn readB(off : i32, kk : i32, col : i32) -> f32 {
+  if (col >= u.n) { return 0.0; }
+  return f32(b[off + ${bIndex(v)}]);
+}
+
+@compute @workgroup_size(${SG_THREADS}, 1, 1)
+fn main(@builtin(workgroup_id) wid : vec3<u32>, @builtin(subgroup_id) sg : u32, @builtin(num_subgroups) nsg : u32) {
+  let lanes = i32(subgroupAdd(1u));
+  let rank = i32(subgroupExclusiveAdd(1u));
+  let batch = i32(wid.z);
+  let aOff = batch * u.aBatchStride;
+  let bOff = batch * u.bBatchStride;
+  let cOff = batch * u.m * u.n;
+  for (var g = i32(sg); g < ${SG_GROUPS}; g += i32(nsg)) {
+    let col0 = i32(wid.x) * ${SG_COLS} + g * ${SG_GROUP_COLS};
+    if (col0 >= u.n) { break; }
+    var acc : array<vec4<f32>, ${rows}>;
+    for (var kk = rank; kk < u.k; kk += lanes) {
+      let bv = vec4<f32>(${readB});
+        ${accs}
+    }
+      ${stores}
+  }
+}`;
+}
+
 /** f32 → f16 copy of a whole buffer (two values per invocation, so the output is whole u32 words). */
 const TO_F16_WORKGROUP = 256;
 const TO_F16_WGSL = `enable f16;
@@ -376,8 +463,13 @@ function shapeOf(a: tf.TensorInfo, b: tf.TensorInfo, transposeA: boolean, transp
   return { batch, m, n, k, aBatch, bBatch, outShape };
 }
 
-function kindOf(s: MatmulShape, transposeB: boolean): ProductKind {
-  return s.m <= SKINNY_MAX_ROWS && !transposeB && Math.ceil(s.n / SKINNY_COLS) <= MAX_WORKGROUPS_PER_DIMENSION ? 'skinny' : 'tiled';
+/**
+ * Skinny where A has at most SKINNY_MAX_ROWS rows and B is not transposed (the plain skinny shader reads B's rows);
+ * with B transposed (a tied head) too where the skinny kind's kernel is a subgroup one, which reads either layout.
+ */
+function kindOf(device: GPUDevice, s: MatmulShape, transposeB: boolean): ProductKind {
+  if (s.m > SKINNY_MAX_ROWS || Math.ceil(s.n / SKINNY_COLS) > MAX_WORKGROUPS_PER_DIMENSION) return 'tiled';
+  return !transposeB || isSubgroupKernel(effectiveKernel(device, 'skinny')) ? 'skinny' : 'tiled';
 }
 
 /**
@@ -386,39 +478,37 @@ function kindOf(s: MatmulShape, transposeB: boolean): ProductKind {
  */
 type Precision = 'f32' | 'f16' | 'mixed';
 
-function runMatmul(gpu: WebGpuBackend, a: tf.TensorInfo, b: tf.TensorInfo, v: Pick<Variant, 'transposeA' | 'transposeB'>, s: MatmulShape, precision: Precision): tf.TensorInfo {
+/** How a product runs: its precision, and whether a skinny product takes the subgroup shader. */
+interface Plan {
+  precision: Precision;
+  kind: ProductKind;
+  subgroup: boolean;
+}
+
+function runMatmul(gpu: WebGpuBackend, a: tf.TensorInfo, b: tf.TensorInfo, v: Pick<Variant, 'transposeA' | 'transposeB'>, s: MatmulShape, plan: Plan): tf.TensorInfo {
+  const { precision } = plan;
   const held = precision === 'mixed' ? heldF16Copy(gpu, b) : null;
   const f16 = precision !== 'f32';
   const bHalf = precision === 'f16' || held !== null;
   const variant: Variant = { ...v, f16, bHalf };
-  const skinny = precision !== 'mixed' && kindOf(s, v.transposeB) === 'skinny';
+  const skinny = precision !== 'mixed' && plan.kind === 'skinny';
+  const subgroup = skinny && plan.subgroup;
   const bInput = held ?? (precision === 'f16' ? f16CopyOf(gpu, b) : b);
   const tag = `${v.transposeA ? 'T' : 'N'}${v.transposeB ? 'T' : 'N'}-${f16 ? 'f16' : 'f32'}${f16 && !bHalf ? '-b32' : ''}`;
   const uniforms = [{ i32: s.m }, { i32: s.n }, { i32: s.k }, { i32: s.batch }, { i32: s.aBatch === 1 ? 0 : s.m * s.k }, { i32: s.bBatch === 1 ? 0 : s.k * s.n }];
   matmulStats[skinny ? 'skinny' : 'tiled']++;
+  if (subgroup) matmulStats.skinnySubgroup++;
   if (precision === 'f16') matmulStats.f16++;
   if (precision === 'mixed') matmulStats.mixed++;
   if (held) matmulStats.mixedF16Weights++;
-  const out = skinny
-    ? dispatch(gpu, {
-        key: `matmul-skinny-${s.m}-${tag}`,
-        wgsl: () => skinnyWgsl(variant, s.m),
-        name: 'MatMulSkinny',
-        inputs: [a, bInput],
-        output: { shape: s.outShape },
-        uniforms,
-        workgroups: [Math.ceil(s.n / SKINNY_COLS), 1, s.batch],
-      })
-    : dispatch(gpu, {
-        key: `matmul-tiled-${tag}`,
-        wgsl: () => tiledWgsl(variant),
-        name: 'MatMulTiled',
-        inputs: [a, bInput],
-        output: { shape: s.outShape },
-        uniforms,
-        workgroups: [Math.ceil(s.n / TILE), Math.ceil(s.m / TILE), s.batch],
-      });
-  return out;
+  const common = { inputs: [a, bInput], output: { shape: s.outShape }, uniforms };
+  if (subgroup) {
+    return dispatch(gpu, { ...common, key: `matmul-skinny-sg-${s.m}-${tag}`, wgsl: () => skinnySubgroupWgsl(variant, s.m), name: 'MatMulSkinnySubgroup', workgroups: [Math.ceil(s.n / SG_COLS), 1, s.batch] });
+  }
+  if (skinny) {
+    return dispatch(gpu, { ...common, key: `matmul-skinny-${s.m}-${tag}`, wgsl: () => skinnyWgsl(variant, s.m), name: 'MatMulSkinny', workgroups: [Math.ceil(s.n / SKINNY_COLS), 1, s.batch] });
+  }
+  return dispatch(gpu, { ...common, key: `matmul-tiled-${tag}`, wgsl: () => tiledWgsl(variant), name: 'MatMulTiled', workgroups: [Math.ceil(s.n / TILE), Math.ceil(s.m / TILE), s.batch] });
 }
 
 /** Register our BatchMatMul for webgpu, keeping tfjs's as the fallback (idempotent). */
@@ -433,20 +523,21 @@ export function registerMatmul(): void {
     const { transposeA, transposeB } = attrs as unknown as { transposeA: boolean; transposeB: boolean };
     const gpu = asWebGpu(backend);
     const shape = shapeOf(a, b, transposeA, transposeB);
-    if (shape && mixedScope && featuresOf(gpu.device).shaderF16) return runMatmul(gpu, a, b, { transposeA, transposeB }, shape, 'mixed');
-    const kernel = shape ? effectiveKernel(gpu.device, kindOf(shape, transposeB)) : 'tfjs';
+    if (shape && mixedScope && featuresOf(gpu.device).shaderF16) return runMatmul(gpu, a, b, { transposeA, transposeB }, shape, { precision: 'mixed', kind: 'tiled', subgroup: false });
+    const kind = shape ? kindOf(gpu.device, shape, transposeB) : 'tiled';
+    const kernel = shape ? effectiveKernel(gpu.device, kind) : 'tfjs';
     if (!shape || kernel === 'tfjs') {
       matmulStats.fallback++;
       return fallback(args);
     }
-    return runMatmul(gpu, a, b, { transposeA, transposeB }, shape, kernel === 'tiled-f16' ? 'f16' : 'f32');
+    return runMatmul(gpu, a, b, { transposeA, transposeB }, shape, { precision: isF16Kernel(kernel) ? 'f16' : 'f32', kind, subgroup: isSubgroupKernel(kernel) });
   };
   tf.unregisterKernel(tf.BatchMatMul, 'webgpu');
   tf.registerKernel({ ...original, kernelFunc: Object.assign(kernelFunc, { ours: true }) });
 }
 
 // ---------------------------------------------------------------------------------------------------------------
-// Calibration: ours against tfjs's, per kind of product, on this device
+// Calibration: ours (with and without subgroups) against tfjs's, per kind of product, on this device
 
 /** Decode-like product for the skinny kind: one row against a 2048×2048 weight (a small model's projection). */
 const CALIBRATION_SKINNY: [number, number, number] = [1, 2048, 2048];
@@ -488,7 +579,8 @@ async function msPerProduct(kernel: MatmulKernel, [m, k, n]: [number, number, nu
 let calibration: string | null = null;
 
 /**
- * Under 'auto', measure ours against tfjs's on the active webgpu backend, per kind, and let 'auto' run the faster
+ * Under 'auto', measure ours (and, for skinny products, our subgroup shader where the device has subgroups) against
+ * tfjs's on the active webgpu backend, per kind, and let 'auto' run the fastest
  * (once per thread: a second or two on a GPU, about ten on lavapipe). Returns what it found, for the backend's
  * report; with a kernel chosen explicitly it measures nothing.
  */
@@ -503,15 +595,20 @@ export async function calibrateMatmul(): Promise<string> {
     if (oursSquareMs > CALIBRATION_TARGET_MS) break;
   }
   const parts: string[] = [];
+  // The subgroup shader is a candidate for skinny products only (training's products have no subgroup shader), and
+  // only where the device has subgroups (elsewhere 'subgroup-f32' would measure 'tiled-f32' again).
+  const subgroups = tf.getBackend() === 'webgpu' && featuresOf(asWebGpu(tf.backend()).device).subgroups;
   for (const [kind, shape] of [
     ['skinny', CALIBRATION_SKINNY],
     ['tiled', [square, square, square]],
   ] as [ProductKind, [number, number, number]][]) {
-    const ours = kind === 'tiled' ? oursSquareMs : await msPerProduct('tiled-f32', shape);
-    const theirs = await msPerProduct('tfjs', shape);
-    autoChoice[kind] = ours <= theirs ? 'tiled-f32' : 'tfjs';
-    const gflops = (ms: number) => ((2 * shape[0] * shape[1] * shape[2]) / (ms / 1000) / 1e9).toFixed(1);
-    parts.push(`${kind} ${shape.join('×')}: ${autoChoice[kind] === 'tfjs' ? "tfjs's" : 'ours'} (ours ${gflops(ours)} vs tfjs ${gflops(theirs)} GFLOP/s)`);
+    const candidates: AutoKernel[] = kind === 'skinny' && subgroups ? ['tiled-f32', 'subgroup-f32', 'tfjs'] : ['tiled-f32', 'tfjs'];
+    const ms = new Map<AutoKernel, number>();
+    for (const k of candidates) ms.set(k, kind === 'tiled' && k === 'tiled-f32' ? oursSquareMs : await msPerProduct(k, shape));
+    // Ties go to the earlier candidate: ours before tfjs's, the plain shader before the subgroup one.
+    autoChoice[kind] = candidates.reduce((best, k) => (ms.get(k)! < ms.get(best)! ? k : best));
+    const gflops = (t: number) => ((2 * shape[0] * shape[1] * shape[2]) / (t / 1000) / 1e9).toFixed(1);
+    parts.push(`${kind} ${shape.join('×')}: ${autoChoice[kind]} (${candidates.map((k) => `${k} ${gflops(ms.get(k)!)}`).join(', ')} GFLOP/s)`);
   }
   calibration = `matmul ${parts.join('; ')}`;
   return calibration;

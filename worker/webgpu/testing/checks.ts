@@ -85,6 +85,27 @@ export function matmulCases(): MatmulCase[] {
   return out;
 }
 
+/**
+ * Decode-shaped products for the subgroup skinny shader: every row count 1…SKINNY_MAX_ROWS, each with a K and an N
+ * that no subgroup size or column group divides (K = 1 too: most lanes idle; N = 1 and N = 3: a part column group),
+ * both transposes each, and batched and broadcast ones.
+ */
+export function skinnyMatmulCases(): MatmulCase[] {
+  const out: MatmulCase[] = [];
+  const kn: [number, number][] = [[1, 5], [37, 1], [301, 67], [1031, 3], [9, 130], [130, 9], [3, 257], [515, 66]];
+  for (let m = 1; m <= SKINNY_MAX_ROWS; m++) {
+    const [k, n] = kn[m - 1];
+    for (const transposeA of [false, true]) {
+      for (const transposeB of [false, true]) out.push({ a: transposeA ? [k, m] : [m, k], b: transposeB ? [n, k] : [k, n], transposeA, transposeB, k });
+    }
+  }
+  out.push({ a: [3, 2, 45], b: [3, 45, 70], transposeA: false, transposeB: false, k: 45 });
+  out.push({ a: [3, 45, 5], b: [3, 70, 45], transposeA: true, transposeB: true, k: 45 });
+  out.push({ a: [4, 1, 33], b: [33, 19], transposeA: false, transposeB: false, k: 33 });
+  out.push({ a: [7, 33], b: [2, 2, 19, 33], transposeA: false, transposeB: true, k: 33 });
+  return out;
+}
+
 export const matmulCaseName = (c: MatmulCase) => `matmul a[${c.a}]${c.transposeA ? 'ᵀ' : ''} b[${c.b}]${c.transposeB ? 'ᵀ' : ''}`;
 
 /** Each case with `kernel`: the ratio under that kernel's tolerance, and under f32's (f16 must exceed it somewhere). */
@@ -99,7 +120,7 @@ export async function matmulChecks(kernel: MatmulKernel, cases = matmulCases()):
     const [want] = await runOn('cpu', inputs, mm);
     setMatmulKernel(kernel);
     const [got] = await runOn('webgpu', inputs, mm);
-    const tol = kernel === 'tiled-f16' ? MATMUL_F16 : MATMUL_F32;
+    const tol = kernel === 'tiled-f16' || kernel === 'subgroup-f16' ? MATMUL_F16 : MATMUL_F32;
     const sqrtK = Math.sqrt(c.k);
     out.push({
       name: `${matmulCaseName(c)} ${kernel}`,
@@ -409,6 +430,11 @@ export async function allKernelChecks(features: { shaderF16: boolean; subgroups:
   checks.push(...(await matmulChecks('tiled-f32')), await matmulGradientCheck('tiled-f32'));
   if (features.shaderF16) checks.push(...(await matmulChecks('tiled-f16')), await matmulGradientCheck('tiled-f16'), ...(await mixedMatmulChecks(true)), ...(await mixedMatmulChecks(false)));
   else notRun.push('matmul tiled-f16 and mixed (no shader-f16)');
+  if (features.subgroups) {
+    const cases = [...matmulCases(), ...skinnyMatmulCases()];
+    checks.push(...(await matmulChecks('subgroup-f32', cases)));
+    if (features.shaderF16) checks.push(...(await matmulChecks('subgroup-f16', cases)));
+  } else notRun.push('matmul subgroup-f32 and subgroup-f16 (no subgroups)');
   setMatmulKernel('tiled-f32');
   checks.push(...(await rmsNormChecks('workgroup')));
   if (features.subgroups) checks.push(...(await rmsNormChecks('subgroups')));

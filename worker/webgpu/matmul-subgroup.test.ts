@@ -1,0 +1,55 @@
+/**
+ * The subgroup kernels ('subgroup-f32', 'subgroup-f16': decode-shaped products reduced across a subgroup's lanes
+ * with subgroupAdd) against the cpu backend on seeded random operands: every row count up to SKINNY_MAX_ROWS with K
+ * and N that no subgroup size divides, K = 1, N = 1, both transposes (B transposed too, which only this shader takes
+ * as skinny), batched and broadcast, and the general cases of matmul.test.ts (larger products take the tiled
+ * shader). Where the device has subgroups the subgroup shader must have run every skinny case; where it lacks them
+ * the choice falls back to the tiled kernels and the results must still match. 'auto' must measure the subgroup
+ * shader where it can run. Skips only without an adapter.
+ */
+import { beforeAll, describe, expect, it } from 'vitest';
+import { selectBackend } from '../backend.ts';
+import { webgpuFeatures } from './device.ts';
+import { calibrateMatmul, matmulStats, setMatmulKernel, SKINNY_MAX_ROWS } from './matmul.ts';
+import { type MatmulCase, matmulCases, matmulChecks, skinnyMatmulCases } from './testing/checks.ts';
+import { webgpuSkipReason } from './testing/gpu.ts';
+
+const skipReason = await webgpuSkipReason();
+
+const rowsOf = (c: MatmulCase) => (c.transposeA ? c.a[c.a.length - 1] : c.a[c.a.length - 2]);
+const cases = () => [...skinnyMatmulCases(), ...matmulCases()];
+const skinnyCount = () => cases().filter((c) => rowsOf(c) <= SKINNY_MAX_ROWS).length;
+
+describe.skipIf(skipReason !== null)(`our webgpu subgroup matmul vs the cpu backend${skipReason ? ` (skipped: ${skipReason})` : ''}`, () => {
+  beforeAll(async () => {
+    setMatmulKernel('tiled-f32'); // chosen, so the selection does not calibrate (the last test does)
+    await selectBackend('webgpu', { syncReads: false });
+  });
+
+  it('subgroup-f32 matches on skinny shapes of every row count, odd K and N, both transposes, batched', async () => {
+    const before = { ...matmulStats };
+    for (const c of await matmulChecks('subgroup-f32', cases())) expect(c.ratio, c.name).toBeLessThanOrEqual(1);
+    expect(matmulStats.fallback - before.fallback).toBe(0);
+    // Without subgroups the choice falls back to tiled-f32, whose skinny shader takes no transposed B.
+    expect(matmulStats.skinnySubgroup - before.skinnySubgroup).toBe(webgpuFeatures()?.subgroups ? skinnyCount() : 0);
+    expect(matmulStats.tiled + matmulStats.skinny - before.tiled - before.skinny).toBe(cases().length);
+  });
+
+  it('subgroup-f16 matches within f16 rounding where shader-f16 compiles, and is not silently f32', async (ctx) => {
+    if (!webgpuFeatures()?.shaderF16) ctx.skip(); // the device lacks shader-f16 (lavapipe and GPUs have it)
+    const before = { ...matmulStats };
+    const checks = await matmulChecks('subgroup-f16', cases());
+    for (const c of checks) expect(c.ratio, c.name).toBeLessThanOrEqual(1);
+    expect(matmulStats.f16 - before.f16).toBe(cases().length);
+    expect(matmulStats.skinnySubgroup - before.skinnySubgroup).toBe(webgpuFeatures()?.subgroups ? skinnyCount() : 0);
+    expect(Math.max(...checks.map((c) => c.f32Ratio))).toBeGreaterThan(1); // f16's rounding shows
+  });
+
+  it("'auto' measures the subgroup shader for skinny products where the device has subgroups", async () => {
+    setMatmulKernel('auto');
+    const report = await calibrateMatmul();
+    expect(report.includes('subgroup-f32')).toBe(webgpuFeatures()?.subgroups ?? false);
+    // Whatever it chose, a decode-shaped product still matches.
+    for (const c of await matmulChecks('auto', skinnyMatmulCases().slice(0, 4))) expect(c.ratio, c.name).toBeLessThanOrEqual(1);
+  });
+});
