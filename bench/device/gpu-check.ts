@@ -10,7 +10,8 @@
  *     (or Qwen2.5-0.5B's shapes), as JSON
  *   node --import tsx bench/device/gpu-check.ts engine NAME [--bench] → the engine on NAME (engine-check.ts)
  *   node --import tsx bench/device/gpu-check.ts kernels [--quick]    → our WGSL kernels (worker/webgpu/): every
- *     numerics check of their tests against the cpu backend, then GFLOP/s of our matmul vs tfjs's, f32 and f16,
+ *     numerics check of their tests against the cpu backend, then GFLOP/s of our matmul vs tfjs's, f32 and f16
+ *     (and our subgroup shader on the decode shapes, where the device has subgroups),
  *     and a decode step's sampling of 8 rows at Qwen2.5's vocabulary (temperature alone, and with top-k and top-p):
  *     logits read and sampled here vs on the device
  *   node --import tsx bench/device/gpu-check.ts bench-model-qwen     → bench/model.ts --config qwen2.5-0.5b (f32 and
@@ -29,7 +30,7 @@ import modelBench, { BENCH_CONFIG, QWEN2_5_0_5B } from '../model.ts';
 import { engineCheck } from './engine-check.ts';
 import { formatTable } from '../report.ts';
 import { webgpuFeatures } from '../../worker/webgpu/device.ts';
-import { holdF16Copies, type MatmulKernel, setMatmulKernel, withF16Matmuls } from '../../worker/webgpu/matmul.ts';
+import { holdF16Copies, type MatmulKernel, setMatmulKernel, SKINNY_MAX_ROWS, withF16Matmuls } from '../../worker/webgpu/matmul.ts';
 import { readSamples, sampleOnDevice } from '../../worker/webgpu/sample.ts';
 import { allKernelChecks } from '../../worker/webgpu/testing/checks.ts';
 
@@ -226,10 +227,13 @@ async function kernelsMode(quick: boolean, log: (line: string) => void): Promise
   const { checks, notRun } = await allKernelChecks({ shaderF16: features?.shaderF16 ?? false, subgroups: features?.subgroups ?? false });
   const failed = checks.filter((c) => !(c.ratio <= 1));
   log(`numerics: ${checks.length - failed.length}/${checks.length} checks pass in ${((performance.now() - t0) / 1000).toFixed(1)} s${failed.length ? `; FAILED: ${failed.map((c) => `${c.name} (${c.ratio})`).join(', ')}` : ''}`);
-  const kernels: MatmulKernel[] = ['tiled-f32', 'tfjs', ...(features?.shaderF16 ? (['tiled-f16'] as const) : [])];
+  // The subgroup kernels differ from the tiled ones only on decode shapes (≤ 8 rows), where their shader runs.
+  const subgroupKernels: MatmulKernel[] = features?.subgroups ? ['subgroup-f32', ...(features.shaderF16 ? (['subgroup-f16'] as const) : [])] : [];
+  const kernels: MatmulKernel[] = ['tiled-f32', 'tfjs', ...(features?.shaderF16 ? (['tiled-f16'] as const) : []), ...subgroupKernels];
   const gflops: Record<string, number> = {};
   for (const shape of quick ? KERNEL_SHAPES_QUICK : KERNEL_SHAPES) {
     for (const k of kernels) {
+      if (subgroupKernels.includes(k) && shape[0] > SKINNY_MAX_ROWS) continue;
       const g = await kernelGflops(k, shape, shape[0] * shape[1] * shape[2] >= 2 ** 33 ? 3 : 5);
       gflops[`gflops_${k.replace('-', '_')}_${shape.join('x')}`] = round(g);
       log(`matmul ${shape.join('×')} ${k}: ${g.toFixed(1)} GFLOP/s`);
