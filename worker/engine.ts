@@ -19,7 +19,7 @@ import type { HostKvCache } from './kv-cache.ts';
 import { ContinuousBatcher, type DecoderRuntime, type Prefilled } from './sampler.ts';
 import { PrefixStore, sharedPrefixGroups } from './prefix-store.ts';
 import { decodeOnDevice, decodeOnDeviceSampled, decodePaged, decodePagedSampled, type DeviceDecodeWeights, deviceDecodeWeights, disposeDeviceDecodeWeights, extendPaged, extendPagedSampled, pagedDecodingRuns, prefillOnDevice, prefillPaged, type TensorKvCache } from './tensor-decode.ts';
-import { devicePoolPages, PAGE_SLOTS, PagedKvPool, type PagedKvSequence } from './webgpu/paged-kv-cache.ts';
+import { devicePoolPages, PAGE_SLOTS, PagedKvPool, PagedKvPoolFullError, type PagedKvSequence } from './webgpu/paged-kv-cache.ts';
 import { PagedPrefixStore } from './webgpu/paged-prefix-store.ts';
 import { releaseStaleF16Copies } from './webgpu/matmul.ts';
 import { type DeviceSampling, deviceSamplingRuns } from './webgpu/sample.ts';
@@ -274,6 +274,7 @@ export class LocalEngine implements TrainerEngine {
         },
       }),
       release: (seq) => (this.devicePrefixes ? this.devicePrefixes.put(seq) : seq.pool.release(seq)),
+      isOutOfRoom: (err) => err instanceof PagedKvPoolFullError,
       policyVersion: () => this.info.policyVersion,
     };
   }

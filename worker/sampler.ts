@@ -207,6 +207,12 @@ export interface DecoderRuntime<C extends DecodeCache = DecodeCache> {
   decodeSampled?(caches: C[], tokens: number[], picks: DeviceSampling[]): Promise<GeneratedToken[]>;
   /** Free a cache the batcher no longer needs (device memory); absent where the garbage collector suffices. */
   release?(cache: C): void;
+  /**
+   * Whether `err` says a prefill or a step found too little cache room before doing any work (a pool of fixed size:
+   * the device's paged KV cache). The batcher then preempts instead of failing the batch. Absent where the cache
+   * grows as needed.
+   */
+  isOutOfRoom?(err: unknown): boolean;
   policyVersion(): number;
 }
 
@@ -222,8 +228,13 @@ interface Sequence {
   reusedTokens: number;
   decodeStart: number;
   rand: () => number;
-  /** The first token's pick, drawn once: a prefill retried (one by one after a failed batch) reuses it. */
-  firstPick: DeviceSampling | null;
+  /** Times this sequence was preempted. */
+  preemptions: number;
+  /**
+   * The pick of the token the next prefill samples, drawn once: a prefill retried (one by one after a failed batch)
+   * reuses it, and so does the resumption of a sequence preempted after its step had drawn it.
+   */
+  prefillPick: DeviceSampling | null;
   cache: DecodeCache | null;
   tokens: GeneratedToken[];
   stopIds: Set<number>;
@@ -237,9 +248,22 @@ const MAX_BATCH = 32;
 /** Padded prompt tokens (rows × longest prompt) prefilled in one forward. */
 const PREFILL_TOKEN_BUDGET = 4096;
 
+/** What a resumed sequence prefills: its prompt and every token it has generated (preemption by recomputation). */
+function resumePrompt(seq: Sequence): number[] {
+  return [...seq.req.promptIds, ...seq.tokens.map((t) => t.id)];
+}
+
 export class ContinuousBatcher {
   private readonly queue: Sequence[] = [];
   private readonly active: Sequence[] = [];
+  /**
+   * Running sequences taken out of the batch when the cache had no room for their next position (vLLM's preemption
+   * by recomputation): their caches are released, and they are prefilled again (prompt and tokens so far) before
+   * anything new is admitted. Oldest first. They belong to the running batch: a weight update waits for them too.
+   */
+  private readonly preempted: Sequence[] = [];
+  /** Set by a preemption or a prefill that found no room; cleared when a sequence finishes: admitting sooner would evict again at once. */
+  private waitingForRoom = false;
   private looping = false;
   /** Set while a weight update waits for the running batch to drain; nothing new is admitted meanwhile. */
   private pausedBy: Promise<unknown> | null = null;
@@ -253,9 +277,9 @@ export class ContinuousBatcher {
     private readonly maxBatch = MAX_BATCH,
   ) {}
 
-  /** How many requests are running and waiting. */
-  get load(): { active: number; queued: number } {
-    return { active: this.active.length, queued: this.queue.length };
+  /** How many requests are running, waiting and preempted. */
+  get load(): { active: number; queued: number; preempted: number } {
+    return { active: this.active.length, queued: this.queue.length, preempted: this.preempted.length };
   }
 
   generate(req: GenerateRequest, onToken?: (token: GeneratedToken) => void, signal?: AbortSignal): Promise<GenerateResult> {
@@ -281,7 +305,8 @@ export class ContinuousBatcher {
         reusedTokens: 0,
         decodeStart: 0,
         rand: seededRandom(seed),
-        firstPick: null,
+        prefillPick: null,
+        preemptions: 0,
         cache: null,
         tokens: [],
         stopIds: new Set(req.sampling.stopTokenIds),
@@ -300,7 +325,7 @@ export class ContinuousBatcher {
   async exclusive<T>(fn: () => T | Promise<T>): Promise<T> {
     while (this.pausedBy) await this.pausedBy.catch(() => undefined);
     const run = (async () => {
-      if (this.active.length > 0) await new Promise<void>((r) => (this.drained = r));
+      if (this.running()) await new Promise<void>((r) => (this.drained = r));
       return fn();
     })();
     this.pausedBy = run;
@@ -315,10 +340,15 @@ export class ContinuousBatcher {
   /** Fail every request (engine closing). */
   rejectAll(err: Error): void {
     this.closedBy = err;
-    for (const seq of [...this.queue.splice(0), ...this.active.splice(0)]) {
+    for (const seq of [...this.queue.splice(0), ...this.active.splice(0), ...this.preempted.splice(0)]) {
       this.releaseCache(seq);
       seq.reject(err);
     }
+  }
+
+  /** Sequences of the running batch: in a step, or preempted and waiting to resume. */
+  private running(): boolean {
+    return this.active.length > 0 || this.preempted.length > 0;
   }
 
   private releaseCache(seq: Sequence): void {
@@ -334,10 +364,10 @@ export class ContinuousBatcher {
 
   private async loop(): Promise<void> {
     try {
-      while (this.active.length > 0 || (this.queue.length > 0 && !this.pausedBy)) {
-        if (!this.pausedBy) await this.admit();
+      while (this.running() || (this.queue.length > 0 && !this.pausedBy)) {
+        await this.admit();
         if (this.active.length > 0) await this.step();
-        if (this.active.length === 0 && this.drained) {
+        if (!this.running() && this.drained) {
           this.drained();
           this.drained = null;
         }
@@ -346,16 +376,26 @@ export class ContinuousBatcher {
       }
     } finally {
       this.looping = false;
-      if (this.active.length === 0 && this.drained) {
+      if (!this.running() && this.drained) {
         this.drained();
         this.drained = null;
       }
     }
   }
 
-  /** Prefill waiting requests together (one forward per PREFILL_TOKEN_BUDGET) and sample their first token. */
+  /**
+   * Resume preempted sequences (one at a time, also while a weight update waits: they belong to the running batch),
+   * then prefill waiting requests together (one forward per PREFILL_TOKEN_BUDGET) and sample their first token.
+   * After a preemption nothing is admitted until a sequence finishes, unless nothing runs.
+   */
   private async admit(): Promise<void> {
-    while (this.queue.length > 0 && this.active.length < this.maxBatch) {
+    if (this.waitingForRoom && this.active.length > 0) return;
+    this.waitingForRoom = false;
+    while (this.preempted.length > 0 && this.active.length < this.maxBatch && !this.waitingForRoom) {
+      await this.prefillGroup([this.preempted.shift()!]);
+    }
+    if (this.pausedBy || this.preempted.length > 0) return;
+    while (this.queue.length > 0 && this.active.length < this.maxBatch && !this.waitingForRoom) {
       const group: Sequence[] = [];
       let longest = 0;
       while (this.queue.length > 0 && this.active.length + group.length < this.maxBatch) {
@@ -379,17 +419,27 @@ export class ContinuousBatcher {
     const start = performance.now();
     let results: Prefilled<DecodeCache>[];
     try {
-      for (const seq of group) seq.policyVersion = this.runtime.policyVersion();
-      const picks = this.samplesOnDevice(group) ? group.map((seq) => (seq.firstPick ??= devicePick(seq.req.sampling, seq.rand))) : undefined;
+      // A resumed sequence keeps the version it started on (a weight update waits for it).
+      for (const seq of group) if (seq.tokens.length === 0) seq.policyVersion = this.runtime.policyVersion();
+      const picks = this.samplesOnDevice(group) ? group.map((seq) => (seq.prefillPick ??= devicePick(seq.req.sampling, seq.rand))) : undefined;
       const answer = this.runtime.prefill(
-        group.map((seq) => seq.req.promptIds),
+        group.map((seq) => (seq.tokens.length > 0 ? resumePrompt(seq) : seq.req.promptIds)),
         picks,
       );
       results = answer instanceof Promise ? await answer : answer;
     } catch (err) {
-      // One bad request must not fail the others: retry them one by one, so only the culprit is rejected.
-      if (group.length > 1) for (const seq of group) await this.prefillGroup([seq]);
-      else group[0].reject(err);
+      if (group.length > 1) {
+        // One bad request must not fail the others: retry them one by one, so only the culprit is rejected.
+        for (let i = 0; i < group.length; i++) {
+          if (!this.waitingForRoom) await this.prefillGroup([group[i]]);
+          else this.requeue(group.slice(i));
+        }
+      } else if (this.runtime.isOutOfRoom?.(err) && this.active.length > 0) {
+        // Room comes back as running sequences finish: wait for that rather than fail.
+        this.requeue(group);
+      } else {
+        group[0].reject(err);
+      }
       return;
     }
     if (this.closedBy) {
@@ -400,43 +450,72 @@ export class ContinuousBatcher {
     const prefillMs = performance.now() - start;
     group.forEach((seq, i) => {
       seq.cache = results[i].cache;
-      seq.prefillMs = prefillMs;
-      seq.reusedTokens = results[i].reusedTokens ?? 0;
-      seq.decodeStart = performance.now();
+      seq.prefillMs += prefillMs;
+      // What a resumption found cached is not the request's prompt: only the first prefill's counts.
+      if (seq.tokens.length === 0) {
+        seq.reusedTokens = results[i].reusedTokens ?? 0;
+        seq.decodeStart = performance.now();
+      }
+      seq.prefillPick = null;
       const token = results[i].token ?? sampleToken(results[i].logits.subarray(0, this.runtime.vocabSize), seq.req.sampling, seq.rand);
       if (!this.accept(seq, token)) this.active.push(seq);
     });
   }
 
-  /** One batched decode step over every active sequence. */
+  /** Sequences whose prefill found no room, back to the head of their line in order; nothing more is admitted until room comes back. */
+  private requeue(group: Sequence[]): void {
+    this.waitingForRoom = true;
+    for (const seq of [...group].reverse()) (seq.tokens.length > 0 ? this.preempted : this.queue).unshift(seq);
+  }
+
+  /** Take the youngest running sequence out of the batch to make room (its pick kept for its resumption). */
+  private preempt(seq: Sequence, pick: DeviceSampling | null): void {
+    this.active.splice(this.active.indexOf(seq), 1);
+    this.releaseCache(seq);
+    seq.prefillPick = pick;
+    seq.preemptions++;
+    // Preempted youngest first: unshifting keeps the oldest at the head.
+    this.preempted.unshift(seq);
+    this.waitingForRoom = true;
+  }
+
+  /**
+   * One batched decode step over every active sequence. Where the cache has no room for every sequence's next
+   * position, the youngest sequences are preempted until the rest fit; a sequence alone that does not fit fails.
+   */
   private async step(): Promise<void> {
     for (let i = this.active.length - 1; i >= 0; i--) {
       if (this.active[i].signal?.aborted) this.finish(this.active.splice(i, 1)[0], 'cancelled');
     }
     if (this.active.length === 0) return;
     const batch = this.active.slice();
-    const caches = batch.map((s) => s.cache!);
-    const last = batch.map((s) => s.tokens[s.tokens.length - 1].id);
+    // Drawn once: a step retried after a preemption must not draw again.
+    const picks = this.runtime.decodeSampled && this.samplesOnDevice(batch) ? batch.map((s) => devicePick(s.req.sampling, s.rand)) : null;
     let picked: GeneratedToken[] | null = null;
     let logits: Float32Array = new Float32Array(0);
-    try {
-      if (this.runtime.decodeSampled && this.samplesOnDevice(batch)) {
-        picked = await this.runtime.decodeSampled(
-          caches,
-          last,
-          batch.map((s) => devicePick(s.req.sampling, s.rand)),
-        );
-      } else {
-        const answer = this.runtime.decode(caches, last);
-        logits = answer instanceof Promise ? await answer : answer;
+    for (;;) {
+      const caches = batch.map((s) => s.cache!);
+      const last = batch.map((s) => s.tokens[s.tokens.length - 1].id);
+      try {
+        if (picks) {
+          picked = await this.runtime.decodeSampled!(caches, last, picks);
+        } else {
+          const answer = this.runtime.decode(caches, last);
+          logits = answer instanceof Promise ? await answer : answer;
+        }
+        break;
+      } catch (err) {
+        if (batch.length > 1 && this.runtime.isOutOfRoom?.(err)) {
+          this.preempt(batch.pop()!, picks?.pop() ?? null);
+          continue;
+        }
+        for (const seq of batch) {
+          this.active.splice(this.active.indexOf(seq), 1);
+          this.releaseCache(seq);
+          seq.reject(err);
+        }
+        return;
       }
-    } catch (err) {
-      this.active.length = 0;
-      for (const seq of batch) {
-        this.releaseCache(seq);
-        seq.reject(err);
-      }
-      return;
     }
     const v = this.runtime.vocabSize;
     for (let i = 0; i < batch.length; i++) {
@@ -469,6 +548,7 @@ export class ContinuousBatcher {
   }
 
   private finish(seq: Sequence, finishReason: FinishReason, stopString?: string): true {
+    this.waitingForRoom = false;
     const result: GenerateResult = {
       tokens: seq.tokens,
       finishReason,
@@ -477,6 +557,7 @@ export class ContinuousBatcher {
     };
     if (stopString !== undefined) result.stopString = stopString;
     if (seq.reusedTokens > 0) result.cachedPromptTokens = seq.reusedTokens;
+    if (seq.preemptions > 0) result.preemptions = seq.preemptions;
     this.releaseCache(seq);
     seq.resolve(result);
     return true;

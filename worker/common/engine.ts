@@ -129,6 +129,11 @@ export interface GenerateResult {
   timings: { queuedMs: number; prefillMs: number; decodeMs: number };
   /** Prompt tokens whose keys and values came from the prefix cache instead of being recomputed. */
   cachedPromptTokens?: number;
+  /**
+   * Times the request was taken out of the running batch because the device's KV cache had no room for it, and
+   * resumed by recomputing its prompt and tokens (same tokens; only the wait grows). Absent when never.
+   */
+  preemptions?: number;
 }
 
 export type TrainPacking = 'tree' | 'rows';
