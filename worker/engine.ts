@@ -520,6 +520,9 @@ export class LocalEngine implements TrainerEngine {
 /** Select the backend (once per thread) and build the engine on this thread. */
 export async function createEngineFromWeights(init: EngineInit): Promise<LocalEngine> {
   // The engine reads asynchronously where the backend needs it (WebGPU under Node), so such backends qualify.
-  const backend = await selectBackend(init.backend, { syncReads: false, modelParameters: countParameters(init.config) });
+  const selected = await selectBackend(init.backend, { syncReads: false, modelParameters: countParameters(init.config) });
+  // On webgpu, whether the fused norm/SwiGLU products pay is measured on this model's shapes (once per shape).
+  const fused = selected.name === 'webgpu' ? await (await import('./webgpu/fused-calibration.ts')).calibrateFusedKernels(init.config) : null;
+  const backend = fused ? { ...selected, kernels: [selected.kernels, fused].filter(Boolean).join('; ') } : selected;
   return new LocalEngine(init, backend, await choosePrecision(init.precision ?? 'f32', backend));
 }

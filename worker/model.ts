@@ -26,6 +26,8 @@ import { HostKvCache } from './kv-cache.ts';
 import type { DecoderConfig, NamedTensors } from './common/engine.ts';
 import { seededRandom } from './common/random.ts';
 import { ourKernelRuns } from './webgpu/gpu.ts';
+import { PendingNorm } from './webgpu/fused-norm-matmul.ts';
+import { fusedSwiglu } from './webgpu/fused-swiglu-matmul.ts';
 import { f16MatmulsActive } from './webgpu/matmul.ts';
 import { rmsNorm as fusedRmsNorm } from './webgpu/rms-norm.ts';
 import { applyRope as ropeKernel, ROPE_KERNEL } from './webgpu/rope.ts';
@@ -158,6 +160,22 @@ export function linear(x: tf.Tensor2D, w: tf.Tensor2D): tf.Tensor2D {
     };
   }) as unknown as CustomGradientFunc);
   return f(x, w) as tf.Tensor2D;
+}
+
+/**
+ * The input of a projection: rows [N, D], or rows with a pre-norm still to apply (webgpu/fused-norm-matmul.ts), which
+ * the product then applies in the same kernel where that was measured faster, else normalises once.
+ */
+export type ProjectionInput = tf.Tensor2D | PendingNorm;
+
+/** x · w as `linear`, x normalised first when it is a PendingNorm (fused into the product on webgpu where it pays). */
+export function project(x: ProjectionInput, w: tf.Tensor2D): tf.Tensor2D {
+  return x instanceof PendingNorm ? x.project(w, linear) : linear(x, w);
+}
+
+/** The rows of a projection input, normalised if pending. */
+export function projectionRows(x: ProjectionInput): tf.Tensor2D {
+  return x instanceof PendingNorm ? x.normed() : x;
 }
 
 /**
@@ -368,12 +386,12 @@ interface LayerTrunk {
  * trunk's chain followed by this pass's nodes (prefix-tree.ts behindTrunk), and the queries are this pass's nodes only.
  */
 /** x [B·T, D] projected to `heads` heads: [B, T, heads, hd]. */
-function projectHeads(x: tf.Tensor2D, weight: tf.Tensor2D, bias: tf.Tensor1D | null, b: number, t: number, heads: number, hd: number): tf.Tensor4D {
-  return tf.reshape(bias ? tf.add(linear(x, weight), bias) : linear(x, weight), [b, t, heads, hd]) as tf.Tensor4D;
+function projectHeads(x: ProjectionInput, weight: tf.Tensor2D, bias: tf.Tensor1D | null, b: number, t: number, heads: number, hd: number): tf.Tensor4D {
+  return tf.reshape(bias ? tf.add(project(x, weight), bias) : project(x, weight), [b, t, heads, hd]) as tf.Tensor4D;
 }
 
 /** One layer's keys (after the k norm and RoPE) and values from its normalised input x [B·T, D]: [B, T, KVH, hd] each. */
-function keysAndValues(cfg: DecoderConfig, w: LayerWeights, x: tf.Tensor2D, b: number, t: number, rope: { cos: tf.Tensor; sin: tf.Tensor }): LayerKv {
+function keysAndValues(cfg: DecoderConfig, w: LayerWeights, x: ProjectionInput, b: number, t: number, rope: { cos: tf.Tensor; sin: tf.Tensor }): LayerKv {
   const kvh = cfg.num_key_value_heads;
   let k = projectHeads(x, w.k, w.kBias, b, t, kvh, cfg.head_dim);
   if (w.kNorm) k = fusedRmsNorm(k, w.kNorm, cfg.rms_norm_eps);
@@ -386,7 +404,7 @@ function groupHeads(x: tf.Tensor4D): tf.Tensor3D {
   return tf.reshape(tf.transpose(x, [0, 2, 1, 3]), [b * kvh, t, hd]) as tf.Tensor3D;
 }
 
-export function attention(cfg: DecoderConfig, w: LayerWeights, x: tf.Tensor2D, b: number, t: number, rope: { cos: tf.Tensor; sin: tf.Tensor }, kvOut: LayerKv[] | null, tree: TreeLayout | null = null, trunk: LayerTrunk | null = null): tf.Tensor2D {
+export function attention(cfg: DecoderConfig, w: LayerWeights, x: ProjectionInput, b: number, t: number, rope: { cos: tf.Tensor; sin: tf.Tensor }, kvOut: LayerKv[] | null, tree: TreeLayout | null = null, trunk: LayerTrunk | null = null): tf.Tensor2D {
   const h = cfg.num_attention_heads;
   const kvh = cfg.num_key_value_heads;
   const hd = cfg.head_dim;
@@ -416,17 +434,22 @@ export function attention(cfg: DecoderConfig, w: LayerWeights, x: tf.Tensor2D, b
 // ---------------------------------------------------------------------------------------------------------------
 // SwiGLU MLP: down(silu(gate(x)) · up(x))
 
-export function mlp(w: LayerWeights, x: tf.Tensor2D): tf.Tensor2D {
-  const g = linear(x, w.gate); // [N, I]
-  return linear(swiglu(g, linear(x, w.up)), w.down); // silu(g)·up: one kernel on webgpu, tf's composition elsewhere
+export function mlp(w: LayerWeights, x: ProjectionInput): tf.Tensor2D {
+  // Norm, gate/up and silu(g)·up in one kernel on webgpu where it pays (webgpu/fused-swiglu-matmul.ts).
+  const fused = fusedSwiglu(x, { gate: w.gate, up: w.up }); // [N, I]
+  if (fused) return linear(fused, w.down);
+  const xn = projectionRows(x);
+  const g = linear(xn, w.gate); // [N, I]
+  return linear(swiglu(g, linear(xn, w.up)), w.down); // silu(g)·up: one kernel on webgpu, tf's composition elsewhere
 }
 
 // ---------------------------------------------------------------------------------------------------------------
 // Block (pre-norm residual) and model
 
 export function block(cfg: DecoderConfig, w: LayerWeights, x: tf.Tensor2D, b: number, t: number, rope: { cos: tf.Tensor; sin: tf.Tensor }, kvOut: LayerKv[] | null, tree: TreeLayout | null = null, trunk: LayerTrunk | null = null): tf.Tensor2D {
-  x = tf.add(x, attention(cfg, w, fusedRmsNorm(x, w.inputNorm, cfg.rms_norm_eps), b, t, rope, kvOut, tree, trunk));
-  return tf.add(x, mlp(w, fusedRmsNorm(x, w.postNorm, cfg.rms_norm_eps)));
+  // Pre-norms left pending: fused into the products that read them where that pays, else applied once.
+  x = tf.add(x, attention(cfg, w, new PendingNorm(x, w.inputNorm, cfg.rms_norm_eps), b, t, rope, kvOut, tree, trunk));
+  return tf.add(x, mlp(w, new PendingNorm(x, w.postNorm, cfg.rms_norm_eps)));
 }
 
 /**
@@ -494,7 +517,7 @@ function hiddenStates(cfg: DecoderConfig, w: ModelWeights, ids: Int32Array, b: n
   let x = gatherRows(w.embed, ids); // [B·T, D]
   for (const [l, layer] of w.layers.entries()) {
     if (keysOnly && l === w.layers.length - 1) {
-      const { k, v } = keysAndValues(cfg, layer, fusedRmsNorm(x, layer.inputNorm, cfg.rms_norm_eps), b, t, rope);
+      const { k, v } = keysAndValues(cfg, layer, new PendingNorm(x, layer.inputNorm, cfg.rms_norm_eps), b, t, rope);
       trunk.keep?.push({ k: groupHeads(k), v: groupHeads(v) });
       return x;
     }
@@ -713,7 +736,7 @@ export function extendStep(cfg: DecoderConfig, w: ModelWeights, host: DecodeHost
     const lw = w.layers[l];
     const dw = host.layers[l];
     const qkvT = tf.tidy(() => {
-      const qkv = linear(fusedRmsNorm(x, lw.inputNorm, cfg.rms_norm_eps), dw.qkv); // [rows, (H + 2·KVH)·hd]
+      const qkv = project(new PendingNorm(x, lw.inputNorm, cfg.rms_norm_eps), dw.qkv); // [rows, (H + 2·KVH)·hd]
       return dw.qkvBias ? tf.add(qkv, dw.qkvBias) : qkv;
     });
     const qkv = (qkvT.dataSync() as Float32Array).slice();
@@ -733,7 +756,10 @@ export function extendStep(cfg: DecoderConfig, w: ModelWeights, host: DecodeHost
     }
     const next = tf.tidy(() => {
       const y = tf.add(x, linear(tf.tensor2d(attnOut, [rows, h * hd]), lw.o)) as tf.Tensor2D; // [rows, D]
-      const gu = linear(fusedRmsNorm(y, lw.postNorm, cfg.rms_norm_eps), dw.gateUp); // [rows, 2·I]
+      const normed = new PendingNorm(y, lw.postNorm, cfg.rms_norm_eps);
+      const fused = fusedSwiglu(normed, { gateUp: dw.gateUp }); // [rows, I] where the fused kernel pays
+      if (fused) return tf.add(y, linear(fused, lw.down));
+      const gu = linear(normed.normed(), dw.gateUp); // [rows, 2·I]
       const [g, u] = tf.split(gu, 2, 1); // [rows, I] each
       return tf.add(y, linear(swiglu(g, u) as tf.Tensor2D, lw.down));
     }) as tf.Tensor2D;

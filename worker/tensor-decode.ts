@@ -10,7 +10,8 @@
  * written in as few ops as it can: q/k/v and gate/up are one matmul each, q and k are normalised (one RMSNorm with a
  * per-head weight that also carries the attention scale) and rotated together (one RoPE kernel on webgpu, else
  * x·cos + (x·R)·sin, R = rotate-half), the other norms and SwiGLU are one kernel each on webgpu (webgpu/rms-norm.ts,
- * swiglu.ts; model.ts's composition elsewhere), and the layers' attention is one of two:
+ * swiglu.ts; model.ts's composition elsewhere), or folded into the qkv and gate/up products where that was measured
+ * faster (webgpu/fused-norm-matmul.ts, fused-swiglu-matmul.ts), and the layers' attention is one of two:
  * - on webgpu with our kernels, the paged KV cache (webgpu/paged-kv-cache.ts): one pool shared by every sequence,
  *   written in place, and one dispatch per layer that appends the batch's new keys and values and attends every
  *   sequence of the batch (webgpu/paged-attention.ts); a prompt that continues a kept sequence shares its pages and
@@ -21,10 +22,12 @@
  */
 import * as tf from '@tensorflow/tfjs';
 import type { DecoderConfig, GeneratedToken } from './common/engine.ts';
-import { ContextLengthError, type DecodeLayer, disposeDecodeLayers, forward, fusedDecodeLayers, type GroupedKv, layerPrefix, type LayerKv, linear, type ModelWeights, paddedPrompts, type Params, rmsNorm, ropeTables, rotateHalfMatrix, treeForward } from './model.ts';
+import { ContextLengthError, type DecodeLayer, disposeDecodeLayers, forward, fusedDecodeLayers, type GroupedKv, layerPrefix, type LayerKv, linear, type ModelWeights, paddedPrompts, type Params, project, rmsNorm, ropeTables, rotateHalfMatrix, treeForward } from './model.ts';
 import { ourKernelRuns, recordedTogether } from './webgpu/gpu.ts';
 import { pagedAttention, pagedDecodeRuns } from './webgpu/paged-attention.ts';
 import { PAGE_SLOTS, pagedAppend, type PagedKvPool, type PagedKvSequence, PagedKvShapeError } from './webgpu/paged-kv-cache.ts';
+import { PendingNorm } from './webgpu/fused-norm-matmul.ts';
+import { fusedSwiglu } from './webgpu/fused-swiglu-matmul.ts';
 import { rmsNorm as fusedRmsNorm, RMS_NORM_KERNEL } from './webgpu/rms-norm.ts';
 import { applyRope, ROPE_KERNEL } from './webgpu/rope.ts';
 import { type DeviceSampling, readSamples, sampleOnDevice } from './webgpu/sample.ts';
@@ -157,7 +160,7 @@ function decodeLayers(cfg: DecoderConfig, w: ModelWeights, dw: DeviceDecodeWeigh
   for (let l = 0; l < w.layers.length; l++) {
     const lw = w.layers[l];
     const fused = dw.layers[l];
-    let qkv = linear(norm2d(x, lw.inputNorm), fused.qkv); // [n, (H + 2·KVH)·hd]
+    let qkv = project(new PendingNorm(x, lw.inputNorm, cfg.rms_norm_eps), fused.qkv); // [n, (H + 2·KVH)·hd]: norm fused in where it pays
     if (fused.qkvBias) qkv = tf.add(qkv, fused.qkvBias);
     const heads = tf.reshape(qkv, [n, h + 2 * kvh, hd]) as tf.Tensor3D;
     let qk = tf.slice(heads, [0, 0, 0], [n, h + kvh, hd]) as tf.Tensor3D; // queries then keys
@@ -175,10 +178,16 @@ function decodeLayers(cfg: DecoderConfig, w: ModelWeights, dw: DeviceDecodeWeigh
       qk = tf.add(tf.mul(qk, tf.reshape(cos, [n, 1, hd])), tf.mul(turned, tf.reshape(sin, [n, 1, hd]))) as tf.Tensor3D;
     }
     const y = tf.add(x, linear(attend(l, qk, heads), lw.o)) as tf.Tensor2D;
-    const gu = linear(norm2d(y, lw.postNorm), fused.gateUp); // [n, 2·I]
-    const g = tf.slice(gu, [0, 0], [n, inter]);
-    const u = tf.slice(gu, [0, inter], [n, inter]);
-    x = tf.add(y, linear(swiglu(g, u), lw.down)) as tf.Tensor2D;
+    const normed = new PendingNorm(y, lw.postNorm, cfg.rms_norm_eps);
+    const gated = fusedSwiglu(normed, { gateUp: fused.gateUp }); // [n, I]: norm, gate/up and SwiGLU in one kernel where it pays
+    if (gated) {
+      x = tf.add(y, linear(gated, lw.down)) as tf.Tensor2D;
+    } else {
+      const gu = linear(normed.normed(), fused.gateUp); // [n, 2·I]
+      const g = tf.slice(gu, [0, 0], [n, inter]);
+      const u = tf.slice(gu, [0, inter], [n, inter]);
+      x = tf.add(y, linear(swiglu(g, u), lw.down)) as tf.Tensor2D;
+    }
   }
   return linear(norm2d(x, w.norm), w.head); // [n, V]
 }

@@ -5,6 +5,8 @@
  * - BatchMatMul is ours (matmul.ts), tfjs's kept as the fallback; AGENTJET_WEBGPU_MATMUL picks the variant;
  * - RMSNorm, RoPE and SwiGLU are new kernels (AgentJet*), reached through the ops in rms-norm.ts, rope.ts and
  *   swiglu.ts (which take tf's composition on other backends);
+ * - RMSNorm fused into the products that read it, and SwiGLU into its gate/up product (fused-matmul.ts), used where
+ *   fused-calibration.ts measured them faster; AGENTJET_WEBGPU_FUSED (auto, on, off) forces the choice;
  * - causal attention, forward and gradient, is a pair of new kernels (attention.ts), which worker/causal-attention.ts
  *   runs for causal and tree-packed samples alike;
  * - the paged KV cache's append (paged-kv-cache.ts) and decode attention over it (paged-attention.ts), which
@@ -13,6 +15,7 @@
  *   per sequence instead of its logits.
  */
 import { registerAttention } from './attention.ts';
+import { type FusedMode, registerFusedMatmuls, setFusedKernels } from './fused-matmul.ts';
 import { registerWebGpuBackendWithFeatures } from './device.ts';
 import { type MatmulKernel, registerMatmul, setMatmulKernel } from './matmul.ts';
 import { registerPagedAttention } from './paged-attention.ts';
@@ -28,11 +31,14 @@ export async function installWebGpuKernels(): Promise<void> {
   if (installed) return;
   const env = process.env.AGENTJET_WEBGPU_MATMUL;
   if (env) setMatmulKernel(env as MatmulKernel); // an unknown name fails the backend's registration, with the reason
+  const fused = process.env.AGENTJET_WEBGPU_FUSED;
+  if (fused) setFusedKernels(fused as FusedMode); // likewise
   await registerWebGpuBackendWithFeatures();
   registerMatmul();
   registerRmsNorm();
   registerRope();
   registerSwiglu();
+  registerFusedMatmuls();
   registerAttention();
   registerPagedAppend();
   registerPagedAttention();

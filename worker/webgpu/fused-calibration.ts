@@ -1,0 +1,132 @@
+/**
+ * Where the fused kernels pay, measured: for each fused op (RMSNorm + the q/k/v products; RMSNorm + gate/up +
+ * SwiGLU) and each use (a decode step, a prefill's forward, a training forward with its backward, which recomputes
+ * what the fused forward did not write), the model's own shapes run fused and unfused, and the faster is chosen
+ * (fused-matmul.ts setMeasuredChoice). Like matmul.ts's calibrateMatmul, no GPU was at hand when the kernels were
+ * written, so nothing assumes they win. Once per model shape per thread; with the mode forced it measures nothing.
+ */
+import * as tf from '@tensorflow/tfjs';
+import type { DecoderConfig } from '../common/engine.ts';
+import { type FusedMode, fusedKernelsMode, type FusedOp, type FusedUse, FUSED_USES, setFusedKernels, setMeasuredChoice } from './fused-matmul.ts';
+import { PendingNorm } from './fused-norm-matmul.ts';
+import { fusedSwiglu, type GatedWeights } from './fused-swiglu-matmul.ts';
+import { SKINNY_MAX_ROWS } from './matmul.ts';
+import { swiglu } from './swiglu.ts';
+
+/** Rows of a decode step as timed: one sequence (the products are bound by reading the weights up to SKINNY_MAX_ROWS). */
+const DECODE_ROWS = 1;
+/** Rows of a prefill or training micro-batch as timed: enough 64-row tiles to fill a GPU's first wave on small models. */
+const BATCH_ROWS = 256;
+/** Runs per timing while one is shorter than TARGET_MS (a read-back's latency would dominate it), as calibrateMatmul. */
+const TARGET_MS = 20;
+const BATCH = 8;
+/** Timings per variant after the warm-up (which compiles); the best counts. */
+const REPS = 2;
+/** Scale of the random weights: a trained model's order of magnitude, so nothing saturates. */
+const WEIGHT_SCALE = 0.02;
+
+/** Milliseconds per run of `f` (a forward, or a forward and backward), best of REPS after a warm-up. */
+async function msPerRun(f: () => tf.Tensor[]): Promise<number> {
+  const timeBatch = async (count: number): Promise<number> => {
+    const t0 = performance.now();
+    let last: tf.Tensor | undefined;
+    for (let i = 0; i < count; i++) {
+      if (last) tf.dispose(last);
+      last = tf.tidy(() => {
+        const outs = f();
+        return tf.slice(tf.reshape(outs[outs.length - 1], [-1]), [0], [1]); // one element: the queue runs in order
+      });
+    }
+    await last!.data();
+    tf.dispose(last);
+    return (performance.now() - t0) / count;
+  };
+  await timeBatch(1);
+  const single = await timeBatch(1);
+  const count = single > TARGET_MS ? 1 : BATCH;
+  let best = single;
+  for (let i = 0; i < REPS; i++) best = Math.min(best, await timeBatch(count));
+  return best;
+}
+
+/** One op's forward as the model runs it, over rows x [N, D] and its norm weight; fused or not as the mode says. */
+type Site = (x: tf.Tensor2D, normWeight: tf.Tensor1D) => tf.Tensor[];
+
+/** The model's sites for each op and use: decoding reads the fused qkv and gate/up weights, the rest the separate ones. */
+function sites(cfg: DecoderConfig, use: FusedUse): { op: FusedOp; site: Site; weights: tf.Tensor2D[] }[] {
+  const { hidden_size: d, num_attention_heads: h, num_key_value_heads: kvh, head_dim: hd, intermediate_size: inter, rms_norm_eps: eps } = cfg;
+  const weight = (cols: number) => tf.mul(tf.randomNormal([d, cols]), WEIGHT_SCALE) as tf.Tensor2D;
+  const decode = use === 'decode';
+  const qkv = decode ? [weight((h + 2 * kvh) * hd)] : [weight(h * hd), weight(kvh * hd), weight(kvh * hd)];
+  const gateUp = decode ? [weight(2 * inter)] : [weight(inter), weight(inter)];
+  const gated = (): GatedWeights => (decode ? { gateUp: gateUp[0] } : { gate: gateUp[0], up: gateUp[1] });
+  return [
+    {
+      op: 'normMatmul',
+      weights: qkv,
+      site: (x, nw) => {
+        const input = new PendingNorm(x, nw, eps);
+        return qkv.map((w) => input.project(w, (a, b) => tf.matMul(a, b)));
+      },
+    },
+    {
+      op: 'swigluMatmul',
+      weights: gateUp,
+      site: (x, nw) => {
+        const input = new PendingNorm(x, nw, eps);
+        const fused = fusedSwiglu(input, gated());
+        if (fused) return [fused];
+        const xn = input.normed();
+        if (decode) {
+          const gu = tf.matMul(xn, gateUp[0]);
+          return [swiglu(tf.slice(gu, [0, 0], [-1, inter]), tf.slice(gu, [0, inter], [-1, inter]))];
+        }
+        return [swiglu(tf.matMul(xn, gateUp[0]), tf.matMul(xn, gateUp[1]))];
+      },
+    },
+  ];
+}
+
+const calibrations = new Map<string, string>();
+
+/**
+ * Under 'auto', time each fused op against its unfused composition on `cfg`'s shapes on the active webgpu backend,
+ * per use, and choose the faster. Returns what it found, for the backend's report.
+ */
+export async function calibrateFusedKernels(cfg: DecoderConfig): Promise<string> {
+  const mode = fusedKernelsMode();
+  if (mode !== 'auto') return `fused: ${mode} (chosen, not measured)`;
+  const key = [cfg.hidden_size, cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim, cfg.intermediate_size].join(',');
+  const known = calibrations.get(key);
+  if (known) return known;
+  const found: Record<FusedOp, string[]> = { normMatmul: [], swigluMatmul: [] };
+  try {
+    for (const use of FUSED_USES) {
+      const rows = use === 'decode' ? Math.min(DECODE_ROWS, SKINNY_MAX_ROWS) : BATCH_ROWS;
+      const x = tf.randomNormal([rows, cfg.hidden_size]) as tf.Tensor2D;
+      const nw = tf.add(1, tf.mul(tf.randomNormal([cfg.hidden_size]), 0.1)) as tf.Tensor1D;
+      for (const { op, site, weights } of sites(cfg, use)) {
+        const run = (): tf.Tensor[] => {
+          if (use !== 'train') return site(x, nw);
+          // The weights' gradients too: the closure's weights are the tensors differentiated.
+          return tf.grads((...xs: tf.Tensor[]) => tf.addN(site(xs[0] as tf.Tensor2D, xs[1] as tf.Tensor1D).map((y) => tf.sum(y))))([x, nw, ...weights]);
+        };
+        const timed = async (m: FusedMode) => {
+          setFusedKernels(m);
+          return msPerRun(run);
+        };
+        const fusedMs = await timed('on');
+        const unfusedMs = await timed('off');
+        setMeasuredChoice(op, use, fusedMs < unfusedMs);
+        found[op].push(`${use} ${fusedMs < unfusedMs ? 'fused' : 'unfused'} (${fusedMs.toFixed(2)} vs ${unfusedMs.toFixed(2)} ms)`);
+        tf.dispose(weights);
+      }
+      tf.dispose([x, nw]);
+    }
+  } finally {
+    setFusedKernels('auto');
+  }
+  const report = `fused norm·matmul: ${found.normMatmul.join(', ')}; swiglu·matmul: ${found.swigluMatmul.join(', ')}`;
+  calibrations.set(key, report);
+  return report;
+}
