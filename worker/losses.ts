@@ -9,7 +9,8 @@
  *
  * Off-policy corrections, for tokens sampled by older weights than the ones being updated (asynchronous training):
  * - Decoupled PPO (Hilton et al. 2022, "Batch size-invariance for policy optimization"; AReaL, Fu et al. 2025): the
- *   trust region is taken around the proximal policy — the weights before this update, their logprobs recomputed —
+ *   trust region is taken around the proximal policy — the weights before this step's first update, their logprobs
+ *   recomputed (a step of several updates, TrainOptions miniBatches/epochs, holds a copy of them) —
  *   not around the behaviour policy that sampled the token: per-token loss
  *   −w·min(r·A, clip(r, 1 − clipLow, 1 + clipHigh)·A) with r = exp(logp − logp_prox) and the constant weight
  *   w = min(exp(logp_prox − logp_behav), cap). With fresh episodes (prox = behav) it is PPO.

@@ -1,6 +1,7 @@
 /**
- * One optimizer step over a batch of samples, written as one visible loop:
- *   validate → pack micro-batches by token budget → learning rate → for each micro-batch:
+ * One training step over a batch of samples, written as one visible loop:
+ *   validate → split into mini-batches (one by default) → for each epoch and mini-batch, one optimizer update:
+ *   pack micro-batches by token budget → learning rate → for each micro-batch:
  *   (reference logprobs for KL) → forward + per-token loss → backward, accumulate → clip → AdamW step → metrics.
  *
  * Packing: `tree` (the default) inserts a micro-batch's samples into a prefix tree (worker/prefix-tree.ts) so a
@@ -368,7 +369,7 @@ function accumulate(sums: (tf.Tensor | null)[], grads: (tf.Tensor | undefined)[]
  * With `lossScale` (a power of two) every pass differentiates its loss times the scale, and the summed gradients are
  * divided by it at the end; the statistics are unscaled.
  */
-export function batchGradients(state: TrainState, samples: TrainSample[], opts: TrainOptions, lossScale = 1): BatchGradients {
+export function batchGradients(state: TrainState, samples: TrainSample[], opts: TrainOptions, lossScale = 1, proximalWeights: Params | null = null): BatchGradients {
   const { cfg } = state;
   validateSamples(cfg, samples);
   const useKl = usesKl(state, opts);
@@ -383,9 +384,11 @@ export function batchGradients(state: TrainState, samples: TrainSample[], opts: 
   const layout = scalarLayoutOf(settings);
   const policy = () => fuseWeights(cfg, effectiveParams(state.params, state.lora));
   const reference = () => fuseWeights(cfg, state.reference!);
-  // Decoupled PPO's proximal policy: these weights before the update (every micro-batch's gradient is taken before
-  // the optimizer steps), recomputed without a gradient.
+  // Decoupled PPO's proximal policy: the weights before the step's first update, recomputed without a gradient —
+  // these weights (every micro-batch's gradient is taken before the optimizer steps), or, for a later update of a
+  // step of several, the copy taken before the first (`proximalWeights`).
   const decoupled = opts.loss === 'decoupled-ppo';
+  const proximal = proximalWeights ? () => fuseWeights(cfg, proximalWeights) : null;
   const runs = lossRuns(cfg, samples, opts);
   const scaled = (loss: tf.Scalar): tf.Scalar => (lossScale === 1 ? loss : tf.mul(loss, lossScale));
   const accumulated: (tf.Tensor | null)[] = state.trainable.map(() => null);
@@ -394,14 +397,15 @@ export function batchGradients(state: TrainState, samples: TrainSample[], opts: 
   let computedTokens = 0;
   for (const run of runs) {
     // The trunk's keys under the policy (a micro-batch's gradient inputs) and under the reference (for its KL).
-    const policyTrunk = run.trunk ? trunkKeys(settings, run.trunk, policy, decoupled) : null;
+    const policyTrunk = run.trunk ? trunkKeys(settings, run.trunk, policy, decoupled && !proximal) : null;
     const refTrunk = run.trunk && useKl ? trunkKeys(settings, run.trunk, reference, true) : null;
+    const proxTrunk = run.trunk && decoupled && proximal ? trunkKeys(settings, run.trunk, proximal, true) : null;
     const inputs = policyTrunk ? trunkInputs(policyTrunk.kv) : null;
     const inputVariables = inputs ? inputs.flatMap((kv) => [kv.k, kv.v] as tf.Variable[]) : [];
     const keyGrads: (tf.Tensor | null)[] = inputVariables.map(() => null);
     for (const batch of run.microBatches) {
       const refLp = useKl ? constantLogprobs(settings, batch, reference, refTrunk?.kv ?? null) : null;
-      const proxLp = decoupled ? constantLogprobs(settings, batch, policy, inputs) : null;
+      const proxLp = !decoupled ? null : proximal ? constantLogprobs(settings, batch, proximal, proxTrunk?.kv ?? null) : constantLogprobs(settings, batch, policy, inputs);
       const stats: tf.Tensor[] = [];
       const { value, grads } = tf.variableGrads(() => scaled(entryLoss(settings, batch, batch.logits(policy(), { before: inputs }), refLp, proxLp, stats)), [...state.trainable, ...inputVariables]);
       tf.dispose([refLp, proxLp].filter((t): t is tf.Tensor1D => t !== null));
@@ -419,7 +423,7 @@ export function batchGradients(state: TrainState, samples: TrainSample[], opts: 
         const keep: GroupedKv[] = [];
         const logits = trunk.logits(policy(), { keep });
         // A trunk of prompt tokens has no entries of its own: only the chain rule to its keys.
-        loss = tf.keep(trunk.targets.length > 0 ? entryLoss(settings, trunk, logits, refTrunk?.logprobs ?? null, policyTrunk.logprobs, stats) : noEntries(layout, stats));
+        loss = tf.keep(trunk.targets.length > 0 ? entryLoss(settings, trunk, logits, refTrunk?.logprobs ?? null, proxTrunk?.logprobs ?? policyTrunk.logprobs, stats) : noEntries(layout, stats));
         // The key gradients came from scaled losses already: only the trunk's own loss is scaled here.
         return tf.add(scaled(loss), trunkSurrogate(keep, keyGrads)) as tf.Scalar;
       }, state.trainable);
@@ -431,9 +435,10 @@ export function batchGradients(state: TrainState, samples: TrainSample[], opts: 
       tf.dispose(inputVariables);
       disposeKv(policyTrunk.kv);
       tf.dispose(policyTrunk.logprobs ? [policyTrunk.logprobs] : []);
-      if (refTrunk) {
-        disposeKv(refTrunk.kv);
-        tf.dispose(refTrunk.logprobs ? [refTrunk.logprobs] : []);
+      for (const held of [refTrunk, proxTrunk]) {
+        if (!held) continue;
+        disposeKv(held.kv);
+        tf.dispose(held.logprobs ? [held.logprobs] : []);
       }
     }
   }
@@ -461,18 +466,30 @@ function masterWeights(state: TrainState): tf.Tensor[] {
   return [...matrices(state.params), ...(state.reference ? matrices(state.reference) : [])].map(([, t]) => t);
 }
 
+/** What one optimizer update measured: its loss terms summed over its tokens, its gradient norm, its passes. */
+interface UpdateResult {
+  loss: number;
+  entropy: number;
+  clipped: number;
+  kl: number;
+  gradNorm: number;
+  microBatches: number;
+  computedTokens: number;
+  lossScale: { scale: number; skipped: boolean } | null;
+}
+
 /**
- * One optimizer step over `samples` (the schedule reads the optimizer's step count); returns the metrics.
- * Loss and statistics are read once at the end (one transfer on backends that read asynchronously).
+ * One optimizer update over `samples` (the schedule reads the optimizer's step count), with `proximalWeights` as
+ * decoupled PPO's proximal policy when the update is not its step's first. Loss and statistics are read once at the
+ * end (one transfer on backends that read asynchronously).
  */
-export async function trainStep(state: TrainState, samples: TrainSample[], opts: TrainOptions, policyVersionAfter: number): Promise<TrainMetrics> {
-  const started = performance.now();
-  const trainedTokens = samples.reduce((a, s) => a + s.lossMask.reduce((x, m) => x + (m ? 1 : 0), 0), 0);
-  const totalTokens = samples.reduce((a, s) => a + s.tokens.length, 0);
+async function update(state: TrainState, samples: TrainSample[], opts: TrainOptions, proximalWeights: Params | null): Promise<UpdateResult> {
   const lr = learningRateAt(opts.learningRate, state.optimizer.stepCount, opts.schedule ?? { kind: 'constant' });
   const scaler = state.lossScaler ?? null;
   if (scaler) holdF16Copies(masterWeights(state)); // made for the first step; after it, refreshed below
-  const { grads, scalars, scalarLayout, microBatches, computedTokens } = scaler ? withF16Matmuls(() => batchGradients(state, samples, opts, scaler.scale)) : batchGradients(state, samples, opts);
+  const { grads, scalars, scalarLayout, microBatches, computedTokens } = scaler
+    ? withF16Matmuls(() => batchGradients(state, samples, opts, scaler.scale, proximalWeights))
+    : batchGradients(state, samples, opts, 1, proximalWeights);
 
   // Clip by global norm, then step. Where reads are asynchronous the clip scale stays on the device.
   let gradNorm = 0;
@@ -503,23 +520,91 @@ export async function trainStep(state: TrainState, samples: TrainSample[], opts:
 
   const values = await readScalars(scalars);
   if (!scaler && !readsSyncOnActiveBackend()) gradNorm = Math.sqrt(values.pop()!);
-  const { loss, entropy: ent, clipped, kl } = sumMicroBatchScalars(values, scalarLayout);
+  const { loss, entropy, clipped, kl } = sumMicroBatchScalars(values, scalarLayout);
+  return { loss, entropy, clipped, kl, gradNorm, microBatches, computedTokens, lossScale };
+}
 
-  const perToken = (x: number) => (trainedTokens > 0 ? x / trainedTokens : 0);
+/** Most optimizer updates one step may make (epochs × mini-batches): beyond it a step is a training run of its own. */
+const MAX_UPDATES_PER_STEP = 64;
+
+/**
+ * The step's samples in `miniBatches` consecutive parts (at most one per sample) of sizes differing by at most one
+ * (a group's samples, adjacent, mostly stay together, so their shared prefix is still computed once), and each
+ * part's share of the token-sum divisor (its share of the samples), so that every update weighs a token as a
+ * one-update step would.
+ */
+function miniBatchesOf(samples: TrainSample[], opts: TrainOptions): { samples: TrainSample[]; opts: TrainOptions }[] {
+  const asked = opts.miniBatches ?? 1;
+  const epochs = opts.epochs ?? 1;
+  if (!Number.isInteger(asked) || asked < 1) throw new InvalidTrainOptionsError(`miniBatches must be a positive integer, got ${asked}`);
+  if (!Number.isInteger(epochs) || epochs < 1) throw new InvalidTrainOptionsError(`epochs must be a positive integer, got ${epochs}`);
+  if (asked * epochs > MAX_UPDATES_PER_STEP) throw new InvalidTrainOptionsError(`epochs × miniBatches is ${asked * epochs}; at most ${MAX_UPDATES_PER_STEP} updates a step`);
+  const count = Math.min(asked, samples.length);
+  if (count === 1) return [{ samples, opts }];
+  const divisor = tokenSumDivisor(opts, samples.length);
+  const parts: { samples: TrainSample[]; opts: TrainOptions }[] = [];
+  for (let i = 0, from = 0; i < count; i++) {
+    const to = Math.round(((i + 1) * samples.length) / count);
+    parts.push({ samples: samples.slice(from, to), opts: { ...opts, lossDivisor: (divisor * (to - from)) / samples.length } });
+    from = to;
+  }
+  return parts;
+}
+
+/**
+ * One training step over `samples`: one optimizer update, or `epochs` passes of `miniBatches` updates (PPO's
+ * mini-batch epochs) — the policy version advances once either way. Every update's ratio is taken against where the
+ * step began: the behaviour logprobs (`ppo`, `truncated-is`), or, for `decoupled-ppo`, the weights before the first
+ * update (held as a copy for the step's later updates). Returns the metrics: the mean loss, entropy and clip share
+ * over the updates, the last update's gradient norm.
+ */
+export async function trainStep(state: TrainState, samples: TrainSample[], opts: TrainOptions, policyVersionAfter: number): Promise<TrainMetrics> {
+  const started = performance.now();
+  validateSamples(state.cfg, samples);
+  const trainedTokens = samples.reduce((a, s) => a + s.lossMask.reduce((x, m) => x + (m ? 1 : 0), 0), 0);
+  const totalTokens = samples.reduce((a, s) => a + s.tokens.length, 0);
+  const parts = miniBatchesOf(samples, opts);
+  const epochs = opts.epochs ?? 1;
+  const updates = parts.length * epochs;
+  const proximalWeights = opts.loss === 'decoupled-ppo' && updates > 1 ? frozenCopy(state) : null;
+  const results: UpdateResult[] = [];
+  try {
+    for (let epoch = 0; epoch < epochs; epoch++) {
+      // The first update's proximal policy is the weights as they are: nothing to recompute from the copy.
+      for (const part of parts) results.push(await update(state, part.samples, part.opts, results.length === 0 ? null : proximalWeights));
+    }
+  } finally {
+    if (proximalWeights) tf.dispose(Object.values(proximalWeights));
+  }
+  const sum = (f: (r: UpdateResult) => number) => results.reduce((a, r) => a + f(r), 0);
+  // Per trained token, over every update (each update sees a part's tokens once per epoch).
+  const perToken = (x: number) => (trainedTokens > 0 ? x / (trainedTokens * epochs) : 0);
+  const last = results[results.length - 1];
   return {
-    loss,
-    clipFraction: perToken(clipped),
-    kl: perToken(kl),
-    entropy: perToken(ent),
-    gradNorm,
+    // Each update's loss is on a whole step's scale (miniBatchesOf): their mean.
+    loss: sum((r) => r.loss) / updates,
+    clipFraction: perToken(sum((r) => r.clipped)),
+    kl: perToken(sum((r) => r.kl)),
+    entropy: perToken(sum((r) => r.entropy)),
+    gradNorm: last.gradNorm,
     tokens: totalTokens,
     trainedTokens,
-    microBatches,
-    computedTokens,
+    microBatches: sum((r) => r.microBatches),
+    computedTokens: sum((r) => r.computedTokens),
     packing: opts.packing ?? 'tree',
     timeMs: performance.now() - started,
     policyVersion: policyVersionAfter,
-    precision: scaler ? 'mixed' : 'f32',
-    ...(lossScale ? { lossScale: lossScale.scale, skippedStep: lossScale.skipped } : {}),
+    precision: state.lossScaler ? 'mixed' : 'f32',
+    ...(updates > 1 ? { updates } : {}),
+    ...(last.lossScale ? { lossScale: last.lossScale.scale, skippedStep: results.some((r) => r.lossScale?.skipped) } : {}),
   };
+}
+
+/** A copy of the effective weights (LoRA merged) that later updates do not change: the step's starting weights. */
+function frozenCopy(state: TrainState): Params {
+  return tf.tidy(() => {
+    const out: Params = {};
+    for (const [name, t] of Object.entries(effectiveParams(state.params, state.lora))) out[name] = tf.keep(t.clone());
+    return out;
+  });
 }

@@ -200,6 +200,20 @@ describe('training behind a trunk is exact', () => {
     expectSame(await gradientsOf(s, group, { packing: 'tree', microBatchTokens: BUDGET }), await gradientsOf(s, group, { packing: 'rows' }));
   });
 
+  it('decoupled PPO against a step\'s held starting weights (a later update of the step) gives the rows\' gradients, and releases their trunk', async () => {
+    const s = state();
+    const start = toParams(initWeights(cfg, 8));
+    const opts = { ...DEFAULT_TRAIN_OPTIONS, normalization: 'token-sum', lossDivisor: 1, loss: 'decoupled-ppo' } as const;
+    const held = (over: Partial<TrainOptions>) => readBatchGradients(batchGradients(s, generatedGroup, { ...opts, ...over }, 1, start));
+    const rows = await held({ packing: 'rows' });
+    await held({ packing: 'tree', microBatchTokens: BUDGET }); // warm: kernels may hold tensors, the caches do not
+    const before = tf.memory().numTensors;
+    expectSame(await held({ packing: 'tree', microBatchTokens: BUDGET }), rows);
+    expect(tf.memory().numTensors).toBe(before);
+    // The held weights are what the ratio is taken against: against the current ones the gradients differ.
+    expect(relativeError((await gradientsOf(s, generatedGroup, { packing: 'rows', loss: 'decoupled-ppo' })).grads, rows.grads)).toBeGreaterThan(TOLERANCE);
+  });
+
   it('leaves no tensor behind: the trunk\'s keys, their variables and summed gradients are released', async () => {
     const s = state();
     s.reference = toParams(initWeights(cfg, 8));

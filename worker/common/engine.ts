@@ -188,8 +188,17 @@ export interface TrainOptions {
   maxGradNorm: number;
   /** Logits are divided by this before log-softmax in training (match the sampling temperature). Default 1. */
   temperature?: number;
-  /** Learning-rate schedule over optimizer steps; default constant. */
+  /** Learning-rate schedule over optimizer updates (a step makes `epochs` × `miniBatches` of them); default constant. */
   schedule?: LrSchedule;
+  /**
+   * Optimizer updates per step: the step's samples are split into this many consecutive mini-batches, one update
+   * each (verl's PPO mini-batches); default 1. The policy version still advances once per step. Every update's
+   * ratio is taken against where the step began: the behaviour logprobs, or with `decoupled-ppo` the weights before
+   * the first update (a copy held for the step). Each mini-batch carries its share of `lossDivisor`.
+   */
+  miniBatches?: number;
+  /** Passes over the step's mini-batches (PPO epochs; TRL's num_iterations); default 1. */
+  epochs?: number;
 }
 
 /** Learning rate over optimizer steps: constant, or linear warmup then cosine decay to learningRate·minRatio. */
@@ -204,6 +213,8 @@ export interface TrainMetrics {
   tokens: number;
   trainedTokens: number;
   microBatches: number;
+  /** Optimizer updates the step made (TrainOptions epochs × miniBatches), when more than one. */
+  updates?: number;
   /**
    * Tokens the forward passes computed: a prefix shared in a micro-batch's tree once, a trunk shared by several
    * micro-batches once per step, padded rows in full. The engine
@@ -256,7 +267,7 @@ export interface OptimizerState {
 export interface TrainerEngine {
   readonly info: ModelInfo;
   generate(req: GenerateRequest, onToken?: (token: GeneratedToken) => void, signal?: AbortSignal): Promise<GenerateResult>;
-  /** One optimizer step over all samples (micro-batched and accumulated); bumps the policy version. */
+  /** One training step over all samples (micro-batched and accumulated; TrainOptions miniBatches × epochs optimizer updates, one by default); bumps the policy version once. */
   trainStep(samples: TrainSample[], options?: Partial<TrainOptions>): Promise<TrainMetrics>;
   /** Per-token logprobs of each sequence under the current policy (index t: logprob of tokens[t]; index 0 is 0). */
   logprobs(sequences: number[][]): Promise<number[][]>;

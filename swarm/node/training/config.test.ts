@@ -19,6 +19,9 @@ describe('resolveTrainingConfig', () => {
       [{ batchTasks: 2.5 }, 'batchTasks', 'an integer'],
       [{ mergeMode: 'fancy' }, 'mergeMode', 'one of "merged", "naive"'],
       [{ lora: { rank: 0, alpha: 16, targetModules: ['q_proj'] } }, 'lora.rank', 'at least 1'],
+      [{ train: { miniBatches: 0 } }, 'train.miniBatches', 'at least 1'],
+      // Each within bounds, together more updates than a step may make.
+      [{ train: { miniBatches: 16, epochs: 8 } }, 'train.epochs', 'at most 64 together'],
     ] as const) {
       expect(() => resolveTrainingConfig(overrides)).toThrow(expect.objectContaining({ name: 'TrainingConfigError', field, allowed }));
     }

@@ -128,6 +128,8 @@ const LORA_LEARNING_RATE = 1e-4;
 const count = (max: number) => z.number().int().min(1).max(max);
 const countOrOff = (max: number) => z.number().int().min(0).max(max);
 const MAX_STEPS = 10_000_000;
+/** The engine's bound on optimizer updates in one step (train.epochs × train.miniBatches; worker/train.ts). */
+const MAX_UPDATES_PER_STEP = 64;
 
 export const lrScheduleSchema = z.discriminatedUnion('kind', [
   z.object({ kind: z.literal('constant') }).strict(),
@@ -157,6 +159,8 @@ export const trainOptionsSchema = z
     temperature: z.number().positive().max(10),
     schedule: lrScheduleSchema,
     packing: z.enum(['tree', 'rows']),
+    miniBatches: count(MAX_UPDATES_PER_STEP),
+    epochs: count(MAX_UPDATES_PER_STEP),
   })
   .partial()
   .strict();
@@ -217,12 +221,12 @@ export function parseTrainingOverrides(overrides: unknown, where = ''): Training
 export function resolveTrainingConfig(overrides: unknown = {}, defaults: TrainingConfig = DEFAULT_TRAINING_CONFIG): TrainingConfig {
   const parsed = parseTrainingOverrides(overrides);
   const lora = parsed.lora === undefined ? defaults.lora : parsed.lora === null ? null : ({ ...defaults.lora, ...parsed.lora } as LoraConfig);
-  return {
-    ...defaults,
-    ...parsed,
-    lora,
-    train: { ...defaults.train, ...parsed.train },
-  };
+  const train = { ...defaults.train, ...parsed.train };
+  const updates = (train.epochs ?? 1) * (train.miniBatches ?? 1);
+  if (updates > MAX_UPDATES_PER_STEP) {
+    throw new TrainingConfigError(`train.epochs × train.miniBatches: must be at most ${MAX_UPDATES_PER_STEP} updates a step, got ${updates}`, 'train.epochs', `at most ${MAX_UPDATES_PER_STEP} together`);
+  }
+  return { ...defaults, ...parsed, lora, train };
 }
 
 type Issue = z.core.$ZodIssue;
