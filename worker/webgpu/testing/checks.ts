@@ -18,6 +18,7 @@ import { type RmsReduction, rmsNorm, setRmsNormReduction } from '../rms-norm.ts'
 import { applyRope } from '../rope.ts';
 import { swiglu, swigluReference } from '../swiglu.ts';
 import { randomArray, runOn, worstRatio } from './gpu.ts';
+import { fusedChecks } from './fused-checks.ts';
 import { pagedChecks } from './paged-checks.ts';
 import { sampleChecks } from './sample-checks.ts';
 
@@ -440,5 +441,6 @@ export async function allKernelChecks(features: { shaderF16: boolean; subgroups:
   if (features.subgroups) checks.push(...(await rmsNormChecks('subgroups')));
   else notRun.push('rmsNorm subgroups (no subgroups)');
   checks.push(await rmsNormGradientCheck(), ...(await ropeChecks()), ...(await swigluChecks()), ...(await attentionChecks()), ...(await pagedChecks()), ...(await sampleChecks()));
+  checks.push(...(await fusedChecks())); // fused norm/SwiGLU products (fused-checks.ts)
   return { checks, notRun };
 }
