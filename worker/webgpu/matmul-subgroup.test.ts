@@ -4,14 +4,15 @@
  * and N that no subgroup size divides, K = 1, N = 1, both transposes (B transposed too, which only this shader takes
  * as skinny), batched and broadcast, and the general cases of matmul.test.ts (larger products take the tiled
  * shader). Where the device has subgroups the subgroup shader must have run every skinny case; where it lacks them
- * the choice falls back to the tiled kernels and the results must still match. 'auto' must measure the subgroup
- * shader where it can run. Skips only without an adapter.
+ * the choice falls back to the tiled kernels and the results must still match. Also in a small workgroup, so that
+ * a subgroup loops over several column groups (what a GPU's wider subgroups do, and lavapipe's 8-wide ones in the
+ * full workgroup do not). 'auto' must measure the subgroup shader where it can run. Skips only without an adapter.
  */
 import { beforeAll, describe, expect, it } from 'vitest';
 import { selectBackend } from '../backend.ts';
 import { webgpuFeatures } from './device.ts';
-import { calibrateMatmul, matmulStats, setMatmulKernel, SKINNY_MAX_ROWS } from './matmul.ts';
-import { type MatmulCase, matmulCases, matmulChecks, skinnyMatmulCases } from './testing/checks.ts';
+import { calibrateMatmul, matmulStats, setMatmulKernel, setSubgroupSkinnyThreads, SKINNY_MAX_ROWS, SUBGROUP_SKINNY_THREADS, SubgroupThreadsError } from './matmul.ts';
+import { type MatmulCase, matmulCases, matmulChecks, skinnyMatmulCases, SUBGROUP_FEW_THREADS, subgroupFewThreadsChecks } from './testing/checks.ts';
 import { webgpuSkipReason } from './testing/gpu.ts';
 
 const skipReason = await webgpuSkipReason();
@@ -43,6 +44,16 @@ describe.skipIf(skipReason !== null)(`our webgpu subgroup matmul vs the cpu back
     expect(matmulStats.f16 - before.f16).toBe(cases().length);
     expect(matmulStats.skinnySubgroup - before.skinnySubgroup).toBe(webgpuFeatures()?.subgroups ? skinnyCount() : 0);
     expect(Math.max(...checks.map((c) => c.f32Ratio))).toBeGreaterThan(1); // f16's rounding shows
+  });
+
+  it(`subgroup-f32 matches with ${SUBGROUP_FEW_THREADS} threads a workgroup: several column groups per subgroup, subgroups part-full where wider`, async () => {
+    const before = matmulStats.skinnySubgroup;
+    for (const c of await subgroupFewThreadsChecks()) expect(c.ratio, c.name).toBeLessThanOrEqual(1);
+    expect(matmulStats.skinnySubgroup - before).toBe(webgpuFeatures()?.subgroups ? skinnyMatmulCases().length : 0);
+  });
+
+  it('refuses a workgroup size it cannot run, by name', () => {
+    for (const bad of [0, 1.5, SUBGROUP_SKINNY_THREADS + 1]) expect(() => setSubgroupSkinnyThreads(bad)).toThrow(SubgroupThreadsError);
   });
 
   it("'auto' measures the subgroup shader for skinny products where the device has subgroups", async () => {

@@ -67,7 +67,9 @@ const SKINNY_K_BLOCK = 64;
  * Threads per workgroup of the subgroup skinny shader: 16 subgroups of 8 (lavapipe, Intel), 4 of 32 (NVIDIA), 2 of
  * 64 (AMD), so that every subgroup size dividing 128 gives each subgroup the same number of column groups.
  */
-const SG_THREADS = 128;
+export const SUBGROUP_SKINNY_THREADS = 128;
+/** The subgroup skinny shader's workgroup size now (SUBGROUP_SKINNY_THREADS but in tests: setSubgroupSkinnyThreads). */
+let sgThreads = SUBGROUP_SKINNY_THREADS;
 /**
  * Columns of C one subgroup computes at a time: per K position a lane reads 4 neighbouring values of B (16 bytes,
  * not transposed) or 4 columns each contiguous across lanes (transposed), and keeps rows × 4 sums.
@@ -82,6 +84,20 @@ export const MATMUL_KERNELS: readonly MatmulKernel[] = ['auto', 'tiled-f32', 'ti
 
 export class UnknownMatmulKernelError extends Error {
   override name = 'UnknownMatmulKernelError';
+}
+
+export class SubgroupThreadsError extends Error {
+  override name = 'SubgroupThreadsError';
+}
+
+/**
+ * For tests: the subgroup skinny shader's workgroup size (1…SUBGROUP_SKINNY_THREADS; SUBGROUP_SKINNY_THREADS restores it). Fewer threads leave
+ * each subgroup several column groups in turn, as a GPU with wide subgroups does (lavapipe's 16 subgroups of 8 in
+ * 128 threads take one each), and a count that is not a multiple of the subgroup size leaves a subgroup part-full.
+ */
+export function setSubgroupSkinnyThreads(threads: number): void {
+  if (!Number.isInteger(threads) || threads < 1 || threads > SUBGROUP_SKINNY_THREADS) throw new SubgroupThreadsError(`subgroup skinny threads must be an integer in 1…${SUBGROUP_SKINNY_THREADS}, not ${threads}`);
+  sgThreads = threads;
 }
 
 let chosen: MatmulKernel = 'auto';
@@ -315,7 +331,7 @@ fn readB(off : i32, kk : i32, col : i32) -> f32 {
   return f32(b[off + ${bIndex(v)}]);
 }
 
-@compute @workgroup_size(${SG_THREADS}, 1, 1)
+@compute @workgroup_size(${sgThreads}, 1, 1)
 fn main(@builtin(workgroup_id) wid : vec3<u32>, @builtin(subgroup_id) sg : u32, @builtin(num_subgroups) nsg : u32) {
   let lanes = i32(subgroupAdd(1u));
   let rank = i32(subgroupExclusiveAdd(1u));
@@ -326,7 +342,8 @@ fn main(@builtin(workgroup_id) wid : vec3<u32>, @builtin(subgroup_id) sg : u32, 
   for (var g = i32(sg); g < ${SG_GROUPS}; g += i32(nsg)) {
     let col0 = i32(wid.x) * ${SG_COLS} + g * ${SG_GROUP_COLS};
     if (col0 >= u.n) { break; }
-    var acc : array<vec4<f32>, ${rows}>;
+    // Initialised explicitly: a var without an initialiser in a loop kept its last iteration's value on lavapipe.
+    var acc = array<vec4<f32>, ${rows}>();
     for (var kk = rank; kk < u.k; kk += lanes) {
       let bv = vec4<f32>(${readB});
         ${accs}
@@ -503,7 +520,7 @@ function runMatmul(gpu: WebGpuBackend, a: tf.TensorInfo, b: tf.TensorInfo, v: Pi
   if (held) matmulStats.mixedF16Weights++;
   const common = { inputs: [a, bInput], output: { shape: s.outShape }, uniforms };
   if (subgroup) {
-    return dispatch(gpu, { ...common, key: `matmul-skinny-sg-${s.m}-${tag}`, wgsl: () => skinnySubgroupWgsl(variant, s.m), name: 'MatMulSkinnySubgroup', workgroups: [Math.ceil(s.n / SG_COLS), 1, s.batch] });
+    return dispatch(gpu, { ...common, key: `matmul-skinny-sg-${sgThreads}-${s.m}-${tag}`, wgsl: () => skinnySubgroupWgsl(variant, s.m), name: 'MatMulSkinnySubgroup', workgroups: [Math.ceil(s.n / SG_COLS), 1, s.batch] });
   }
   if (skinny) {
     return dispatch(gpu, { ...common, key: `matmul-skinny-${s.m}-${tag}`, wgsl: () => skinnyWgsl(variant, s.m), name: 'MatMulSkinny', workgroups: [Math.ceil(s.n / SKINNY_COLS), 1, s.batch] });

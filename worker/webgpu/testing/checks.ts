@@ -13,7 +13,7 @@ import { applyRope as modelApplyRope, rmsNorm as modelRmsNorm, ropeTables } from
 import { behindTrunk, buildPrefixTree, type TreeLayout } from '../../prefix-tree.ts';
 import { attentionStats, MAX_HEAD_DIM } from '../attention.ts';
 import { ELEMENTWISE_WORKGROUP, MAX_WORKGROUPS_PER_DIMENSION } from '../gpu.ts';
-import { holdF16Copies, type MatmulKernel, setMatmulKernel, SKINNY_MAX_ROWS, withF16Matmuls } from '../matmul.ts';
+import { holdF16Copies, type MatmulKernel, setMatmulKernel, setSubgroupSkinnyThreads, SKINNY_MAX_ROWS, SUBGROUP_SKINNY_THREADS, withF16Matmuls } from '../matmul.ts';
 import { type RmsReduction, rmsNorm, setRmsNormReduction } from '../rms-norm.ts';
 import { applyRope } from '../rope.ts';
 import { swiglu, swigluReference } from '../swiglu.ts';
@@ -130,6 +130,19 @@ export async function matmulChecks(kernel: MatmulKernel, cases = matmulCases()):
     });
   }
   return out;
+}
+
+/** Threads of the subgroup skinny shader in subgroupFewThreadsChecks: several column groups per subgroup, and part-full subgroups where they are wider. */
+export const SUBGROUP_FEW_THREADS = 24;
+
+/** The skinny cases with 'subgroup-f32' in a SUBGROUP_FEW_THREADS workgroup (named so). */
+export async function subgroupFewThreadsChecks(): Promise<Check[]> {
+  setSubgroupSkinnyThreads(SUBGROUP_FEW_THREADS);
+  try {
+    return (await matmulChecks('subgroup-f32', skinnyMatmulCases())).map((c) => ({ name: `${c.name}, ${SUBGROUP_FEW_THREADS} threads`, ratio: c.ratio }));
+  } finally {
+    setSubgroupSkinnyThreads(SUBGROUP_SKINNY_THREADS);
+  }
 }
 
 /**
@@ -435,12 +448,15 @@ export async function allKernelChecks(features: { shaderF16: boolean; subgroups:
     const cases = [...matmulCases(), ...skinnyMatmulCases()];
     checks.push(...(await matmulChecks('subgroup-f32', cases)));
     if (features.shaderF16) checks.push(...(await matmulChecks('subgroup-f16', cases)));
+    checks.push(...(await subgroupFewThreadsChecks()));
   } else notRun.push('matmul subgroup-f32 and subgroup-f16 (no subgroups)');
   setMatmulKernel('tiled-f32');
   checks.push(...(await rmsNormChecks('workgroup')));
   if (features.subgroups) checks.push(...(await rmsNormChecks('subgroups')));
   else notRun.push('rmsNorm subgroups (no subgroups)');
-  checks.push(await rmsNormGradientCheck(), ...(await ropeChecks()), ...(await swigluChecks()), ...(await attentionChecks()), ...(await pagedChecks()), ...(await sampleChecks()));
+  checks.push(await rmsNormGradientCheck(), ...(await ropeChecks()), ...(await swigluChecks()), ...(await attentionChecks()), ...(await pagedChecks()), ...(await sampleChecks('workgroup')));
+  if (features.subgroups) checks.push(...(await sampleChecks('subgroups')));
+  else notRun.push('sample subgroups (no subgroups)');
   checks.push(...(await fusedChecks())); // fused norm/SwiGLU products (fused-checks.ts)
   return { checks, notRun };
 }
