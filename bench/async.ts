@@ -1,6 +1,6 @@
 /**
  * Asynchronous training against synchronous, measured in one run: `npm run bench -- async [--json] [--steps N]
- * [--eval-tasks N]`. The demo's job (held-out eval, GRPO training, eval again; swarm/node/demo/demo.ts) three
+ * [--eval-tasks N] [--mini-batches K]` (K optimizer updates a step: more of the trainer's work per episode). The demo's job (held-out eval, GRPO training, eval again; swarm/node/demo/demo.ts) three
  * times with the same seeds, on an agent whose environment is slow — the calculator with 200 ms per tool call and
  * a long tail (5% of the tasks 10× slower; bench/agents/slow-calculator.ts):
  *
@@ -84,6 +84,7 @@ const MS_PER_TICK = 10;
 
 export default async function asyncBench(ctx: BenchContext): Promise<Record<string, unknown>> {
   const steps = argNumber(ctx.args, '--steps', 10);
+  const miniBatches = argNumber(ctx.args, '--mini-batches', 1);
   const evalTasks = argNumber(ctx.args, '--eval-tasks', 100);
   const rows: Row[] = [];
   for (const { mode, staleness, loss } of MODES) {
@@ -93,7 +94,7 @@ export default async function asyncBench(ctx: BenchContext): Promise<Record<stri
     let busyShare = 0;
     let busyMs = 0;
     let load = loadavg()[0];
-    const result = await runDemo({ ...DEFAULT_DEMO, steps, evalTasks, out, script: SLOW_AGENT, bundle: true, reward: DEFAULT_SCRIPTS.calculator.reward, staleness, loss }, (p) => {
+    const result = await runDemo({ ...DEFAULT_DEMO, steps, evalTasks, out, script: SLOW_AGENT, bundle: true, reward: DEFAULT_SCRIPTS.calculator.reward, staleness, loss, miniBatches }, (p) => {
       if (p.phase === 'train-start') {
         ticksFrom = machineTicks();
         load = loadavg()[0];
@@ -133,10 +134,10 @@ export default async function asyncBench(ctx: BenchContext): Promise<Record<stri
   const sync = rows[0];
   for (const row of rows) row.speedup = round(Number(row.episodes_per_s) / Math.max(1e-9, Number(sync.episodes_per_s)));
   process.stdout.write(
-    `async: the calculator agent with 200 ms per tool call and 5% of tasks 10× slower; ${steps} steps; ${evalTasks} held-out tasks; same seeds\n`,
+    `async: the calculator agent with 200 ms per tool call and 5% of tasks 10× slower; ${steps} steps${miniBatches > 1 ? ` of ${miniBatches} updates` : ''}; ${evalTasks} held-out tasks; same seeds\n`,
   );
   process.stdout.write(formatTable(rows) + '\n');
-  return { modes: rows, steps, evalTasks };
+  return { modes: rows, steps, miniBatches, evalTasks };
 }
 
 function round(x: number): number {

@@ -392,7 +392,9 @@ export class ContinuousBatcher {
     if (this.waitingForRoom && this.active.length > 0) return;
     this.waitingForRoom = false;
     while (this.preempted.length > 0 && this.active.length < this.maxBatch && !this.waitingForRoom) {
-      await this.prefillGroup([this.preempted.shift()!]);
+      const seq = this.preempted.shift()!;
+      if (seq.signal?.aborted) this.finish(seq, 'cancelled');
+      else await this.prefillGroup([seq]);
     }
     if (this.pausedBy || this.preempted.length > 0) return;
     while (this.queue.length > 0 && this.active.length < this.maxBatch && !this.waitingForRoom) {

@@ -74,6 +74,8 @@ export interface DemoOptions {
   staleness?: number;
   /** The policy loss (training.train.loss; default ppo). */
   loss?: TrainLoss;
+  /** Optimizer updates per step (training.train.miniBatches; default 1). */
+  miniBatches?: number;
 }
 
 export const DEFAULT_DEMO: DemoOptions = {
@@ -451,7 +453,7 @@ function demoTrainingConfig(options: DemoOptions): TrainingConfigOverrides {
     maxSteps: options.steps,
     checkpointEvery: 0,
     staleness: options.staleness ?? 0,
-    train: { learningRate: options.learningRate, klCoef: options.klCoef, ...(options.loss ? { loss: options.loss } : {}) },
+    train: { learningRate: options.learningRate, klCoef: options.klCoef, ...(options.loss ? { loss: options.loss } : {}), ...(options.miniBatches ? { miniBatches: options.miniBatches } : {}) },
   };
 }
 
