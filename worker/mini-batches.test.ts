@@ -4,26 +4,14 @@
  * epoch more passes over the same samples again, the policy version advances once, and decoupled PPO takes every
  * update's ratio against the weights the step began with.
  */
-import { afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { selectBackend } from './backend.ts';
+import { describe, expect, it } from 'vitest';
 import type { NamedTensors, TrainOptions, TrainSample } from './common/engine.ts';
-import { createEngineFromWeights, type LocalEngine } from './engine.ts';
-import { initWeights } from './model.ts';
+import type { LocalEngine } from './engine.ts';
 import { tinyByteConfig } from './testing/configs.ts';
+import { wasmEngines } from './testing/wasm-engines.ts';
 
 const cfg = tinyByteConfig();
-const engines: LocalEngine[] = [];
-async function engine(): Promise<LocalEngine> {
-  const e = await createEngineFromWeights({ name: 'mini-batches', config: cfg, weights: initWeights(cfg, 6), tokenizer: null, backend: 'wasm', seed: 1 });
-  engines.push(e);
-  return e;
-}
-beforeAll(async () => {
-  await selectBackend('wasm');
-});
-afterEach(async () => {
-  for (const e of engines.splice(0)) await e.close();
-});
+const engine = wasmEngines('mini-batches', cfg, 6);
 
 /** Four samples of 20 tokens, the last 12 trained, advantages of both signs. */
 async function samplesOn(e: LocalEngine): Promise<TrainSample[]> {

@@ -4,26 +4,14 @@
  * PPO; stale behaviour logprobs weight it by the capped importance ratio; truncated IS is the cap times the NLL
  * gradient where every ratio exceeds the cap, and PPO's unclipped gradient where none does.
  */
-import { afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { selectBackend } from './backend.ts';
+import { describe, expect, it } from 'vitest';
 import type { TrainOptions, TrainSample } from './common/engine.ts';
-import { createEngineFromWeights, type LocalEngine } from './engine.ts';
-import { initWeights } from './model.ts';
+import type { LocalEngine } from './engine.ts';
 import { tinyByteConfig } from './testing/configs.ts';
+import { wasmEngines } from './testing/wasm-engines.ts';
 
 const cfg = tinyByteConfig();
-const engines: LocalEngine[] = [];
-async function engine(): Promise<LocalEngine> {
-  const e = await createEngineFromWeights({ name: 'off-policy', config: cfg, weights: initWeights(cfg, 6), tokenizer: null, backend: 'wasm', seed: 1 });
-  engines.push(e);
-  return e;
-}
-beforeAll(async () => {
-  await selectBackend('wasm');
-});
-afterEach(async () => {
-  for (const e of engines.splice(0)) await e.close();
-});
+const engine = wasmEngines('off-policy', cfg, 6);
 
 const tokens = Array.from({ length: 24 }, (_, i) => (i * 11 + 3) % 250);
 const mask = tokens.map((_, i) => (i >= 8 ? 1 : 0));
