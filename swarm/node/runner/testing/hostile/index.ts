@@ -124,10 +124,15 @@ interface JudgeContext {
   signalled: boolean;
 }
 
+/** Attacks on the resource limits: only the agent can say what it got (its report), and a limit ends them. */
+const LIMIT_ATTACKS = new Set(['memory', 'fork-bomb', 'cpu-spin', 'big-file']);
+
 function judge(name: string, attack: string, run: ClientRunRecord | undefined, ctx: JudgeContext): AttackResult {
   if (!run) return { name, escaped: false, ran: false, evidence: 'the attack did not run' };
   const said = agentReport(run);
-  const ran = said !== undefined || run.code === 'script_crashed';
+  // A resource attack the time limit stopped ran too: on a loaded machine a niced spinner meets the wall-clock
+  // limit before its CPU limit, and either way it got nothing past them.
+  const ran = said !== undefined || run.code === 'script_crashed' || (LIMIT_ATTACKS.has(attack) && run.code === 'time_limit');
   const evidence = said?.evidence ?? `${run.code ?? run.status}: ${run.reason ?? ''}`;
   const leaked = [ctx.secrets.node, ctx.secrets.control, ctx.secrets.sibling].some((s) => run.stdout.includes(s) || run.stderr.includes(s));
   const result = (escaped: boolean, why = evidence): AttackResult => ({ name, escaped, ran, evidence: why });
