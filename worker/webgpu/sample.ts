@@ -21,9 +21,11 @@
  * id order (a scan of per-thread counts over contiguous chunks). Loops are bounded by uniforms, not constants
  * (constant-bound loops took minutes to compile on lavapipe). Greedy takes two passes over the row, sampling without
  * a cut four, with top-k or top-p 28 to 41 (lavapipe, 8 rows of 32k, top-k 50 and top-p 0.9: about half the
- * time of a bisection a bit per pass).
+ * time of a bisection a bit per pass). Each pass's reductions run in subgroups where the device has them (see wgsl),
+ * in a workgroup-memory tree elsewhere; both are tested.
  */
 import * as tf from '@tensorflow/tfjs';
+import { featuresOf } from './device.ts';
 import { asWebGpu, dispatch, GRID_BUILTINS, gridFor, ourKernelRuns, WebGpuKernelError } from './gpu.ts';
 
 export const SAMPLE_KERNEL = 'AgentJetSample';
@@ -44,8 +46,11 @@ export const SAMPLE_PARAMS = 4;
 /** Ids travel as f32 in the output; exact below 2²⁴. */
 const MAX_SAMPLE_VOCAB = 2 ** 24;
 
-/** Dispatches and rows sampled since the thread started (tests check that decoding sampled here). */
-export const sampleStats = { dispatches: 0, rows: 0 };
+/**
+ * Dispatches and rows sampled since the thread started (tests check that decoding sampled here), and the dispatches
+ * that reduced with subgroups.
+ */
+export const sampleStats = { dispatches: 0, rows: 0, subgroupDispatches: 0 };
 
 export class SampleShapeError extends Error {
   override name = 'SampleShapeError';
@@ -74,9 +79,29 @@ export function sampleParams(rows: DeviceSampling[]): Float32Array {
   return out;
 }
 
+export type SampleReduction = 'subgroups' | 'workgroup';
+
+let preferred: SampleReduction = 'subgroups';
+
+/** Prefer subgroup or workgroup-memory reductions ('subgroups' runs only where the device has them). */
+export function setSampleReduction(r: SampleReduction): void {
+  preferred = r;
+}
+
 const WG = SAMPLE_WORKGROUP;
 
-const WGSL = `struct U { rows : i32, v : i32, bits : i32, bins : i32, };
+/**
+ * Where `subgroups`, the per-row reductions (the largest logit and its index, the sums, and each search pass's
+ * per-digit counts and masses) reduce within each subgroup (subgroupAdd, subgroupMax, subgroupMin), then one partial
+ * per subgroup meets in workgroup memory, which thread 0 adds up: one barrier a reduction instead of a tree's
+ * log₂ WG, and a search pass's per-digit counts stay in each thread's registers. Nothing assumes a subgroup size:
+ * partials are indexed by subgroup_id, counted by num_subgroups, and written by each subgroup's first active lane.
+ * The prefix scans over id-ordered chunks stay in workgroup memory (a subgroup's lane order need not be the
+ * threads' order). Sums are then added in another order than the tree's (f32 rounding only).
+ */
+function wgsl(subgroups: boolean): string {
+  const SG = subgroups;
+  return `${SG ? 'enable subgroups;\ndiagnostic(off, subgroup_uniformity);\n' : ''}struct U { rows : i32, v : i32, bits : i32, bins : i32, };
 @group(0) @binding(0) var<storage, read_write> y : array<f32>;
 @group(0) @binding(1) var<storage, read> x : array<f32>;
 @group(0) @binding(2) var<storage, read> prm : array<f32>;
@@ -94,6 +119,10 @@ var<private> invT : f32;
 var<private> lse : f32;
 // The probability above the key rankOfMass last found.
 var<private> lastMassAbove : f32;
+${SG ? `// This invocation's subgroup, their number, and whether it is its subgroup's first active lane.
+var<private> sgId : u32;
+var<private> sgCount : u32;
+var<private> sgFirst : bool;` : ''}
 
 // Orders as the floats do (−0 taken as +0, as the host compares them equal).
 fn keyOf(v : f32) -> u32 {
@@ -118,14 +147,28 @@ fn uniformU(t : u32, v : u32) -> u32 {
 
 // Workgroup sums of (c, m), left in oneU and oneF (read them with workgroupUniformLoad).
 fn reduceCM(t : u32, c : u32, m : f32) {
-  redU[t] = c;
+${
+  SG
+    ? `  let sc = subgroupAdd(c);
+  let sm = subgroupAdd(m);
+  if (sgFirst) { redU[sgId] = sc; redF[sgId] = sm; }
+  workgroupBarrier();
+  if (t == 0u) {
+    var tc = 0u;
+    var tm = 0.0;
+    for (var s = 0u; s < sgCount; s++) { tc += redU[s]; tm += redF[s]; }
+    oneU = tc;
+    oneF = tm;
+  }`
+    : `  redU[t] = c;
   redF[t] = m;
   workgroupBarrier();
   for (var s = ${WG / 2}u; s > 0u; s >>= 1u) {
     if (t < s) { redU[t] += redU[t + s]; redF[t] += redF[t + s]; }
     workgroupBarrier();
   }
-  if (t == 0u) { oneU = redU[0]; oneF = redF[0]; }
+  if (t == 0u) { oneU = redU[0]; oneF = redF[0]; }`
+}
 }
 
 // How many tokens have a key ≥ k, and their probability; the result in oneU, oneF.
@@ -149,7 +192,9 @@ fn keyWhere(t : u32, c : u32, tau : f32) -> u32 {
     let shift = u32(max(hi - ${RADIX_BITS}, 0));
     let top = u32(hi);
     let width = top - shift;
-    for (var b = 0; b < u.bins; b++) { binU[u32(b) * ${WG}u + t] = 0u; binF[u32(b) * ${WG}u + t] = 0.0; }
+    ${SG ? `// Initialised explicitly: without an initialiser, lavapipe kept the last pass's counts (seen with Dawn 0.6.2).
+    var cb = array<u32, ${RADIX_BINS}>();
+    var mb = array<f32, ${RADIX_BINS}>();` : `for (var b = 0; b < u.bins; b++) { binU[u32(b) * ${WG}u + t] = 0u; binF[u32(b) * ${WG}u + t] = 0.0; }`}
     var cA = 0u;
     var mA = 0.0;
     for (var i = t; i < nv; i += ${WG}u) {
@@ -162,12 +207,36 @@ fn keyWhere(t : u32, c : u32, tau : f32) -> u32 {
         cA += 1u;
         mA += probOf(v);
       } else if (same) {
-        let d = ((k >> shift) & ((1u << width) - 1u)) * ${WG}u + t;
+        ${SG ? `let d = (k >> shift) & ((1u << width) - 1u);
+        cb[d] += 1u;
+        mb[d] += probOf(v);` : `let d = ((k >> shift) & ((1u << width) - 1u)) * ${WG}u + t;
         binU[d] += 1u;
-        binF[d] += probOf(v);
+        binF[d] += probOf(v);`}
       }
     }
-    redU[t] = cA;
+${
+  SG
+    ? `    let sc = subgroupAdd(cA);
+    let sm = subgroupAdd(mA);
+    if (sgFirst) { redU[sgId] = sc; redF[sgId] = sm; }
+    for (var b = 0; b < u.bins; b++) {
+      let bc = subgroupAdd(cb[b]);
+      let bm = subgroupAdd(mb[b]);
+      if (sgFirst) { binU[u32(b) * ${WG}u + sgId] = bc; binF[u32(b) * ${WG}u + sgId] = bm; }
+    }
+    workgroupBarrier();
+    if (t == 0u) {
+      var cnt = 0u;
+      var m = 0.0;
+      for (var s = 0u; s < sgCount; s++) { cnt += redU[s]; m += redF[s]; }
+      var pick = 0u;
+      for (var d = i32((1u << width) - 1u); d >= 1; d--) {
+        for (var s = 0u; s < sgCount; s++) { cnt += binU[u32(d) * ${WG}u + s]; m += binF[u32(d) * ${WG}u + s]; }
+        if (cnt >= c && m >= tau) { pick = u32(d); break; }
+      }
+      oneU = res | (pick << shift);
+    }`
+    : `    redU[t] = cA;
     redF[t] = mA;
     workgroupBarrier();
     for (var s = ${WG / 2}u; s > 0u; s >>= 1u) {
@@ -192,7 +261,8 @@ fn keyWhere(t : u32, c : u32, tau : f32) -> u32 {
         if (cnt >= c && m >= tau) { pick = u32(d); break; }
       }
       oneU = res | (pick << shift);
-    }
+    }`
+}
     res = workgroupUniformLoad(&oneU);
     hi = i32(shift);
   }
@@ -232,10 +302,13 @@ fn emit(row : u32, id : u32) {
 }
 
 @compute @workgroup_size(${WG}, 1, 1)
-fn main(${GRID_BUILTINS}) {
+fn main(${GRID_BUILTINS}${SG ? ', @builtin(subgroup_id) sgIn : u32, @builtin(num_subgroups) nsgIn : u32' : ''}) {
   let row = wid.y * nwg.x + wid.x;
   if (row >= u32(u.rows)) { return; }
   let t = li;
+${SG ? `  sgId = sgIn;
+  sgCount = nsgIn;
+  sgFirst = subgroupExclusiveAdd(1u) == 0u;` : ''}
   let vocab = u32(u.v);
   nv = vocab;
   base = row * vocab;
@@ -257,7 +330,25 @@ fn main(${GRID_BUILTINS}) {
     let v = x[base + i];
     if (v > m) { m = v; arg = i; }
   }
-  redF[t] = m;
+${
+  SG
+    ? `  // The subgroup's largest value, then the least index among the lanes that hold it (first index, as the tree).
+  let sgMax = subgroupMax(m);
+  let sgArg = subgroupMin(select(0xffffffffu, arg, m == sgMax));
+  if (sgFirst) { redF[sgId] = sgMax; redU[sgId] = sgArg; }
+  workgroupBarrier();
+  if (t == 0u) {
+    var bm = redF[0];
+    var ba = redU[0];
+    for (var s = 1u; s < sgCount; s++) {
+      let om = redF[s];
+      let oa = redU[s];
+      if (om > bm || (om == bm && oa < ba)) { bm = om; ba = oa; }
+    }
+    oneF = bm;
+    oneU = ba;
+  }`
+    : `  redF[t] = m;
   redU[t] = arg;
   workgroupBarrier();
   for (var s = ${WG / 2}u; s > 0u; s >>= 1u) {
@@ -268,7 +359,8 @@ fn main(${GRID_BUILTINS}) {
     }
     workgroupBarrier();
   }
-  if (t == 0u) { oneF = redF[0]; oneU = redU[0]; }
+  if (t == 0u) { oneF = redF[0]; oneU = redU[0]; }`
+}
   mx = workgroupUniformLoad(&oneF);
   var best = workgroupUniformLoad(&oneU);
   if (best == 0xffffffffu) { best = 0u; }
@@ -371,6 +463,7 @@ fn main(${GRID_BUILTINS}) {
     }
   }
 }`;
+}
 
 /** Register the webgpu kernel: inputs {logits [n, V], params [n, SAMPLE_PARAMS]} → [n, 2] (id, logprob). */
 export function registerSample(): void {
@@ -380,9 +473,11 @@ export function registerSample(): void {
     kernelFunc: ({ inputs, backend }) => {
       const logits = inputs.logits as tf.TensorInfo;
       const [n, v] = logits.shape;
-      const out = dispatch(asWebGpu(backend), {
-        key: 'sample',
-        wgsl: () => WGSL,
+      const gpu = asWebGpu(backend);
+      const subgroups = preferred === 'subgroups' && featuresOf(gpu.device).subgroups;
+      const out = dispatch(gpu, {
+        key: `sample-${subgroups ? 'sg' : 'wg'}`,
+        wgsl: () => wgsl(subgroups),
         name: 'Sample',
         inputs: [logits, inputs.params as tf.TensorInfo],
         output: { shape: [n, 2] },
@@ -390,6 +485,7 @@ export function registerSample(): void {
         workgroups: gridFor(n),
       });
       sampleStats.dispatches++;
+      if (subgroups) sampleStats.subgroupDispatches++;
       sampleStats.rows += n;
       return out;
     },

@@ -13,7 +13,7 @@ import type { SamplingParams } from '../../common/engine.ts';
 import { seededRandom } from '../../model.ts';
 import { sampleToken } from '../../sampler.ts';
 import { sampling } from '../../testing/configs.ts';
-import { readSamples, sampleOnDevice } from '../sample.ts';
+import { readSamples, type SampleReduction, sampleOnDevice, setSampleReduction } from '../sample.ts';
 import type { Check } from './checks.ts';
 import { randomArray } from './gpu.ts';
 
@@ -127,8 +127,16 @@ function logprobOf(row: Float32Array, temperature: number, id: number): number {
 
 export const sampleSeed = (index: number) => 7 * index + 3;
 
-export async function sampleChecks(): Promise<Check[]> {
+/** Every case with the kernel's reductions in workgroup memory or (where the device has them) subgroups. */
+export async function sampleChecks(reduction: SampleReduction = 'subgroups'): Promise<Check[]> {
+  setSampleReduction(reduction);
   const out: Check[] = [];
-  for (const [i, c] of SAMPLE_CASES.entries()) out.push(...(await sampleCaseChecks(c, sampleSeed(i))));
+  try {
+    for (const [i, c] of SAMPLE_CASES.entries()) {
+      for (const check of await sampleCaseChecks(c, sampleSeed(i))) out.push({ ...check, name: `${check.name} (${reduction})` });
+    }
+  } finally {
+    setSampleReduction('subgroups');
+  }
   return out;
 }
