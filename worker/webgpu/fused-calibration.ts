@@ -55,7 +55,7 @@ type Site = (x: tf.Tensor2D, normWeight: tf.Tensor1D) => tf.Tensor[];
 /** The model's sites for each op and use: decoding reads the fused qkv and gate/up weights, the rest the separate ones. */
 function sites(cfg: DecoderConfig, use: FusedUse): { op: FusedOp; site: Site; weights: tf.Tensor2D[] }[] {
   const { hidden_size: d, num_attention_heads: h, num_key_value_heads: kvh, head_dim: hd, intermediate_size: inter, rms_norm_eps: eps } = cfg;
-  const weight = (cols: number) => tf.mul(tf.randomNormal([d, cols]), WEIGHT_SCALE) as tf.Tensor2D;
+  const weight = (cols: number) => tf.tidy(() => tf.mul(tf.randomNormal([d, cols]), WEIGHT_SCALE) as tf.Tensor2D);
   const decode = use === 'decode';
   const qkv = decode ? [weight((h + 2 * kvh) * hd)] : [weight(h * hd), weight(kvh * hd), weight(kvh * hd)];
   const gateUp = decode ? [weight(2 * inter)] : [weight(inter), weight(inter)];
@@ -104,7 +104,7 @@ export async function calibrateFusedKernels(cfg: DecoderConfig): Promise<string>
     for (const use of FUSED_USES) {
       const rows = use === 'decode' ? Math.min(DECODE_ROWS, SKINNY_MAX_ROWS) : BATCH_ROWS;
       const x = tf.randomNormal([rows, cfg.hidden_size]) as tf.Tensor2D;
-      const nw = tf.add(1, tf.mul(tf.randomNormal([cfg.hidden_size]), 0.1)) as tf.Tensor1D;
+      const nw = tf.tidy(() => tf.add(1, tf.mul(tf.randomNormal([cfg.hidden_size]), 0.1)) as tf.Tensor1D);
       for (const { op, site, weights } of sites(cfg, use)) {
         const run = (): tf.Tensor[] => {
           if (use !== 'train') return site(x, nw);

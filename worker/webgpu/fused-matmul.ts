@@ -305,6 +305,8 @@ export function runFusedMatmul(gpu: WebGpuBackend, p: FusedProduct): tf.TensorIn
   const k = p.x.shape[p.x.shape.length - 1];
   const m = tf.util.sizeFromShape(p.x.shape) / k;
   const ldb = p.b.shape[1];
+  const dtypes = [p.x, p.b, ...(p.up ? [p.up] : []), ...(p.normWeight ? [p.normWeight] : [])].map((t) => t.dtype);
+  if (dtypes.some((d) => d !== 'float32')) throw new FusedMatmulShapeError(`float32 operands only, not ${dtypes.join(', ')}`);
   if (p.b.shape.length !== 2 || p.b.shape[0] !== k || (p.up && !tf.util.arraysEqual(p.up.shape, p.b.shape))) throw new FusedMatmulShapeError(`rows [${p.x.shape}] against weights [${p.b.shape}]${p.up ? ` and [${p.up.shape}]` : ''}`);
   if (p.gateOffset + p.n > ldb || p.upOffset + p.n > ldb) throw new FusedMatmulShapeError(`${p.n} columns from offsets ${p.gateOffset}, ${p.upOffset} exceed the weight's ${ldb}`);
   if (p.normWeight && !tf.util.arraysEqual(p.normWeight.shape, [k])) throw new FusedMatmulShapeError(`norm weight [${p.normWeight.shape}] for rows of ${k}`);
