@@ -7,8 +7,9 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import * as tf from '@tensorflow/tfjs';
 import { selectBackend } from '../backend.ts';
-import { rmsNorm as modelRmsNorm } from '../model.ts';
-import { tinyConfig } from '../testing/configs.ts';
+import { createEngineFromWeights } from '../engine.ts';
+import { initWeights, rmsNorm as modelRmsNorm } from '../model.ts';
+import { tinyByteConfig, tinyConfig } from '../testing/configs.ts';
 import { calibrateFusedKernels } from './fused-calibration.ts';
 import { fusedKernelPays, fusedKernelsMode, NORM_MATMUL_KERNEL, setFusedKernels, SWIGLU_MATMUL_KERNEL, UnknownFusedModeError } from './fused-matmul.ts';
 import { normMatmul } from './fused-norm-matmul.ts';
@@ -102,5 +103,15 @@ describe.skipIf(skipReason !== null)(`fused RMSNorm/SwiGLU products on webgpu vs
     expect(await calibrateFusedKernels(tinyConfig())).toBe('fused: off (chosen, not measured)');
     setFusedKernels('auto');
     expect(SWIGLU_MATMUL_KERNEL).toBe('AgentJetSwigluMatmul');
+  });
+
+  it("an engine on webgpu measures them on its model and reports the choice in its backend's kernels", async () => {
+    const cfg = tinyByteConfig();
+    const engine = await createEngineFromWeights({ name: 'fused-test', config: cfg, weights: initWeights(cfg, 3), tokenizer: null, backend: 'webgpu', seed: 1 });
+    try {
+      expect(engine.info.backend.kernels).toMatch(/^matmul.*; fused norm·matmul: decode .*; swiglu·matmul: decode /);
+    } finally {
+      await engine.close();
+    }
   });
 });
