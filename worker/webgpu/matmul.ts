@@ -308,7 +308,8 @@ fn main(@builtin(local_invocation_index) li : u32, @builtin(workgroup_id) wid : 
 /**
  * The subgroup skinny shader: any rows ≤ SKINNY_MAX_ROWS, B transposed or not. Each subgroup takes a group of
  * SG_GROUP_COLS columns at a time; its lanes split K between them (lane r takes K positions r, r + lanes, …, so
- * neighbouring lanes read neighbouring addresses of A, and of B where B is transposed), and `subgroupAdd` sums
+ * neighbouring lanes read neighbouring addresses of A and of B where they are not and are transposed, and A's ≤ 8
+ * rows apart otherwise), and `subgroupAdd` sums
  * their partials: no workgroup memory, no barrier. Nothing assumes a subgroup size or which invocations share a
  * subgroup: the lane count and a dense lane rank come from the subgroup itself (subgroupAdd(1),
  * subgroupExclusiveAdd(1)), so a subgroup of any size, or one not full, covers all of K, and the column groups are
