@@ -109,7 +109,7 @@ describe("an agent's Node process", () => {
       const launch = launchCommand(script, { workDir: dir, sandbox, dataDir: join(dir, 'data') });
       const run = spawnSync(launch.command, launch.args, { cwd: dir, encoding: 'utf8' });
       expect(run.status).toBe(0);
-      expect((JSON.parse(run.stdout) as string[]).filter((a) => a.startsWith('--wasm-tiering-budget='))).toEqual(['--wasm-tiering-budget=18000000']);
+      expect((JSON.parse(run.stdout) as string[]).filter((a) => a.startsWith('--wasm-tiering-budget='))).toEqual(['--wasm-tiering-budget=500000000']);
     }
   });
 });
