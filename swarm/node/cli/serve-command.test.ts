@@ -78,12 +78,12 @@ describe('config files', () => {
     writeFileSync(file, 'models:\n  - source: builtin:tiny\n    training: { groupSize: 6 }\ntraining:\n  batchTasks: 3\n  train: { learningRate: 1.0e-4 }\n');
     const bad = await runCli(['serve', '--config', file, '--port', '0', '--data-dir', tempDir(), '--group-size', '1']);
     expect(bad.code).toBe(2);
-    const peer = await startPeerProcess(['serve', '--config', file, '--port', '0', '--data-dir', tempDir(), '--lr', '3e-4', '--log-level', 'silent']);
+    const peer = await startPeerProcess(['serve', '--config', file, '--port', '0', '--data-dir', tempDir(), '--lr', '3e-4', '--mini-batches', '2', '--log-level', 'silent']);
     try {
       const res = await fetch(`${peer.ready.apiUrl}/models/tiny/training`, { headers: { authorization: `Bearer ${peer.ready.token}` } });
-      const state = (await res.json()) as { config: { batchTasks: number; groupSize: number; train: { learningRate: number; klCoef: number } }; runId: string };
+      const state = (await res.json()) as { config: { batchTasks: number; groupSize: number; train: { learningRate: number; klCoef: number; miniBatches: number } }; runId: string };
       // The flag over the file, the model's own key over the global ones, the built-in model's default KL below them.
-      expect(state.config).toMatchObject({ batchTasks: 3, groupSize: 6, train: { learningRate: 3e-4, klCoef: 0.001 } });
+      expect(state.config).toMatchObject({ batchTasks: 3, groupSize: 6, train: { learningRate: 3e-4, klCoef: 0.001, miniBatches: 2 } });
       expect(state.runId).toBe('tiny-1');
       expect(peer.ready.runs).toEqual([{ model: 'tiny', id: 'tiny-1', name: 'tiny-1', step: 0 }]);
     } finally {

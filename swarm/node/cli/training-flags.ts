@@ -17,6 +17,8 @@ const NUMBER_FLAGS = {
   'group-size': 'groupSize',
   'batch-tasks': 'batchTasks',
   kl: 'train.klCoef',
+  'mini-batches': 'train.miniBatches',
+  epochs: 'train.epochs',
   'max-steps': 'maxSteps',
   'checkpoint-every': 'checkpointEvery',
   'eval-every': 'evalEvery',
@@ -37,6 +39,8 @@ export const trainingFlagsUsage = `Training (for every hosted model; over the co
   --group-size N    episodes per task per group (groupSize, default 4)
   --batch-tasks N   groups per optimizer step (batchTasks, default 4)
   --kl X            KL penalty towards the starting weights (train.klCoef; 0 = off)
+  --mini-batches K  optimizer updates per step, one per part of the step's samples (train.miniBatches, default 1)
+  --epochs N        passes over those mini-batches per step (train.epochs, default 1; at most 64 updates a step)
   --max-steps N     stop the run after N steps (maxSteps; 0 = no limit)
   --checkpoint-every N  checkpoint every N steps (checkpointEvery, default 10; 0 = never)
   --eval-every N    held-out tasks run on every Nth step's weights (evalEvery; 0 = once per pass over the tasks)
