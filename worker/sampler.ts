@@ -464,6 +464,12 @@ export class ContinuousBatcher {
     });
   }
 
+  /** Take `seq` out of the running batch (already out when the engine closed while its step ran). */
+  private leaveBatch(seq: Sequence): void {
+    const at = this.active.indexOf(seq);
+    if (at >= 0) this.active.splice(at, 1);
+  }
+
   /** Sequences whose prefill found no room, back to the head of their line in order; nothing more is admitted until room comes back. */
   private requeue(group: Sequence[]): void {
     this.waitingForRoom = true;
@@ -472,7 +478,7 @@ export class ContinuousBatcher {
 
   /** Take the youngest running sequence out of the batch to make room (its pick kept for its resumption). */
   private preempt(seq: Sequence, pick: DeviceSampling | null): void {
-    this.active.splice(this.active.indexOf(seq), 1);
+    this.leaveBatch(seq);
     this.releaseCache(seq);
     seq.prefillPick = pick;
     seq.preemptions++;
@@ -512,7 +518,7 @@ export class ContinuousBatcher {
           continue;
         }
         for (const seq of batch) {
-          this.active.splice(this.active.indexOf(seq), 1);
+          this.leaveBatch(seq);
           this.releaseCache(seq);
           seq.reject(err);
         }
