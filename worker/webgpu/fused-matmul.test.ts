@@ -11,7 +11,7 @@ import { createEngineFromWeights } from '../engine.ts';
 import { initWeights, rmsNorm as modelRmsNorm } from '../model.ts';
 import { tinyByteConfig, tinyConfig } from '../testing/configs.ts';
 import { calibrateFusedKernels } from './fused-calibration.ts';
-import { fusedKernelPays, fusedKernelsMode, NORM_MATMUL_KERNEL, setFusedKernels, SWIGLU_MATMUL_KERNEL, UnknownFusedModeError } from './fused-matmul.ts';
+import { fusedKernelPays, fusedKernelsMode, fusedStats, NORM_MATMUL_KERNEL, setFusedKernels, SWIGLU_MATMUL_KERNEL, UnknownFusedModeError } from './fused-matmul.ts';
 import { normMatmul } from './fused-norm-matmul.ts';
 import { swigluMatmul } from './fused-swiglu-matmul.ts';
 import { setMatmulKernel, withF16Matmuls } from './matmul.ts';
@@ -103,6 +103,35 @@ describe.skipIf(skipReason !== null)(`fused RMSNorm/SwiGLU products on webgpu vs
     expect(await calibrateFusedKernels(tinyConfig())).toBe('fused: off (chosen, not measured)');
     setFusedKernels('auto');
     expect(SWIGLU_MATMUL_KERNEL).toBe('AgentJetSwigluMatmul');
+  });
+
+  it('decodes on the device (fused q/k/v and gate/up weights) to the tokens and logprobs of the unfused kernels', async () => {
+    const cfg = tinyByteConfig({ max_position_embeddings: 96 });
+    const generateWith = async (mode: 'on' | 'off') => {
+      setFusedKernels(mode);
+      const engine = await createEngineFromWeights({ name: 'fused-decode', config: cfg, weights: initWeights(cfg, 7), tokenizer: null, backend: 'webgpu', seed: 1 });
+      try {
+        const prompts = [Array.from({ length: 21 }, (_, i) => (i * 5 + 2) % 250), Array.from({ length: 9 }, (_, i) => (i * 3 + 7) % 250)];
+        const sampling = { maxTokens: 12, temperature: 0, topP: 1, topK: 0, stopTokenIds: [], stopStrings: [], topLogprobs: 0 };
+        return await Promise.all(prompts.map((promptIds) => engine.generate({ promptIds, sampling })));
+      } finally {
+        await engine.close();
+      }
+    };
+    try {
+      const before = { ...fusedStats };
+      const fused = await generateWith('on');
+      // The decode steps ran the fused kernels: one of each per layer per step at least.
+      expect(fusedStats.normMatmul - before.normMatmul).toBeGreaterThanOrEqual(cfg.num_hidden_layers * 11);
+      expect(fusedStats.swigluMatmul - before.swigluMatmul).toBeGreaterThanOrEqual(cfg.num_hidden_layers * 11);
+      const plain = await generateWith('off');
+      fused.forEach((r, i) => {
+        expect(r.tokens.map((t) => t.id)).toEqual(plain[i].tokens.map((t) => t.id));
+        r.tokens.forEach((t, j) => expect(t.logprob).toBeCloseTo(plain[i].tokens[j].logprob, 4));
+      });
+    } finally {
+      setFusedKernels('auto');
+    }
   });
 
   it("an engine on webgpu measures them on its model and reports the choice in its backend's kernels", async () => {
