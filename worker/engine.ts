@@ -234,9 +234,9 @@ export class LocalEngine implements TrainerEngine {
         return decodeOnDevice(cfg, w.weights, w.device!, caches, tokens);
       },
       ...(deviceSamplingRuns() && {
-        decodeSampled: (caches: TensorKvCache[], tokens: number[], picks: DeviceSampling[]) => {
+        decodeSampled: (caches: TensorKvCache[], tokens: number[], picks: DeviceSampling[], logitRows: number[]) => {
           const w = this.inferenceWeights();
-          return decodeOnDeviceSampled(cfg, w.weights, w.device!, caches, tokens, picks);
+          return decodeOnDeviceSampled(cfg, w.weights, w.device!, caches, tokens, picks, logitRows);
         },
       }),
       release: (cache) => cache.dispose(),
@@ -268,9 +268,9 @@ export class LocalEngine implements TrainerEngine {
         return decodePaged(cfg, w.weights, w.device!, seqs, tokens);
       },
       ...(deviceSamplingRuns() && {
-        decodeSampled: (seqs: PagedKvSequence[], tokens: number[], picks: DeviceSampling[]) => {
+        decodeSampled: (seqs: PagedKvSequence[], tokens: number[], picks: DeviceSampling[], logitRows: number[]) => {
           const w = this.inferenceWeights();
-          return decodePagedSampled(cfg, w.weights, w.device!, seqs, tokens, picks);
+          return decodePagedSampled(cfg, w.weights, w.device!, seqs, tokens, picks, logitRows);
         },
       }),
       release: (seq) => (this.devicePrefixes ? this.devicePrefixes.put(seq) : seq.pool.release(seq)),

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { GeneratedToken, SamplingParams } from './common/engine.ts';
 import { seededRandom } from './model.ts';
-import { ContinuousBatcher, type DecodeCache, type DecoderRuntime, sampleToken } from './sampler.ts';
+import { ContinuousBatcher, type DecodeCache, type DecoderRuntime, type SampledStep, sampleToken } from './sampler.ts';
 import { sampling } from './testing/configs.ts';
 import type { DeviceSampling } from './webgpu/sample.ts';
 
@@ -87,7 +87,7 @@ interface FakeCache extends DecodeCache {
  * Runtime over fakeLogits; with `device`, decodeSampled (and prefill, when handed picks) samples each row by
  * sampleToken with the pick's draw.
  */
-function fakeRuntime(bySampling: Map<number, SamplingParams>, device: boolean, calls: { decode: number; sampled: number; prefilledOnDevice: number }): DecoderRuntime<FakeCache> {
+function fakeRuntime(bySampling: Map<number, SamplingParams>, device: boolean, calls: { decode: number; sampled: number; prefilledOnDevice: number; logitRows: number }): DecoderRuntime<FakeCache> {
   const step = (caches: FakeCache[], tokens: number[]) =>
     caches.map((c, i) => {
       const row = fakeLogits(c.length, tokens[i]);
@@ -113,12 +113,17 @@ function fakeRuntime(bySampling: Map<number, SamplingParams>, device: boolean, c
       return out;
     },
     ...(device && {
-      decodeSampled: async (caches: FakeCache[], tokens: number[], picks: DeviceSampling[]): Promise<GeneratedToken[]> => {
+      decodeSampled: async (caches: FakeCache[], tokens: number[], picks: DeviceSampling[], logitRows: number[]): Promise<SampledStep> => {
         calls.sampled++;
-        return step(caches, tokens).map((row, i) => {
+        calls.logitRows += logitRows.length;
+        const rows = step(caches, tokens);
+        const logits = new Float32Array(logitRows.length * FAKE_VOCAB);
+        logitRows.forEach((row, k) => logits.set(rows[row], k * FAKE_VOCAB));
+        const picked = rows.map((row, i): GeneratedToken => {
           const { id, logprob } = sampleToken(row, caches[i].s, () => picks[i].draw);
           return { id, logprob };
         });
+        return { tokens: picked, logits };
       },
     }),
     policyVersion: () => 1,
@@ -137,10 +142,10 @@ describe('ContinuousBatcher with a runtime that samples on the device', () => {
 
   async function run(device: boolean, requests: SamplingParams[]) {
     const bySampling = new Map(requests.map((s, i) => [i, s]));
-    const calls = { decode: 0, sampled: 0, prefilledOnDevice: 0 };
+    const calls = { decode: 0, sampled: 0, prefilledOnDevice: 0, logitRows: 0 };
     const batcher = new ContinuousBatcher(fakeRuntime(bySampling, device, calls) as DecoderRuntime<DecodeCache>, null);
     const results = await Promise.all(requests.map((s, i) => batcher.generate({ promptIds: [i, 3, 1], sampling: s })));
-    return { tokens: results.map((r) => r.tokens.map((t) => t.id)), calls };
+    return { tokens: results.map((r) => r.tokens.map((t) => t.id)), tops: results.map((r) => r.tokens.map((t) => t.top ?? null)), calls };
   }
 
   it("takes each request's draws as the host sampler does, from the prefill on: the same tokens", async () => {
@@ -153,13 +158,16 @@ describe('ContinuousBatcher with a runtime that samples on the device', () => {
     expect(host.tokens.flat().length).toBe(REQUESTS.reduce((a, s) => a + s.maxTokens, 0)); // no stop ids: every request ran to its length
   });
 
-  it('reads logits for a step where a request wants top logprobs', async () => {
+  it("samples every step's rows on the device when a request wants top logprobs, reading that row's logits only", async () => {
     const requests = [...REQUESTS, sampling({ maxTokens: 3, temperature: 1, topLogprobs: 2, seed: 9 })];
     const host = await run(false, requests);
     const device = await run(true, requests);
     expect(device.tokens).toEqual(host.tokens);
-    expect(device.calls.decode).toBe(2); // the two steps the top-logprobs request took part in (its first token is the prefill's)
-    expect(device.calls.sampled).toBe(host.calls.decode - 2);
+    expect(device.tops).toEqual(host.tops);
+    expect(device.tops.at(-1)!.every((top) => top?.length === 2)).toBe(true);
+    expect(device.calls.decode).toBe(0);
+    expect(device.calls.sampled).toBe(host.calls.decode);
+    expect(device.calls.logitRows).toBe(2); // the two steps the top-logprobs request took part in (its first token is the prefill's)
     expect(device.calls.prefilledOnDevice).toBe(0); // all prompts prefilled together, one of them wanting top logprobs
   });
 });

@@ -14,7 +14,8 @@
  * running batch between two steps, and leaves it as soon as it stops, without waiting for the others. Where the
  * runtime samples on the device (decodeSampled: webgpu), a step reads back each row's token and logprob instead of
  * its logits, with the draws taken from the same PRNGs in the same order (devicePick), and so does a prefill for the
- * first tokens; a step or prefill where a request wants top logprobs reads the logits and samples here.
+ * first tokens; a request that wants top logprobs has its row's logits read as well in a step (its alternatives are
+ * taken here), and a prefill with such a request reads the logits and samples here.
  */
 import type { FinishReason, GeneratedToken, GenerateRequest, GenerateResult, SamplingParams, TokenLogprob } from './common/engine.ts';
 import { ContextLengthError, seededRandom } from './model.ts';
@@ -103,11 +104,13 @@ export function devicePick(s: SamplingParams, rand: () => number): DeviceSamplin
   return { invTemperature: greedy ? 0 : 1 / s.temperature, topK: s.topK, topP: s.topP, draw: greedy ? 0 : rand() };
 }
 
-/** Sample one token from a row of logits [V]. `rand` is the request's seeded PRNG (one draw per sampled token). */
-export function sampleToken(logits: Float32Array, s: SamplingParams, rand: () => number): GeneratedToken {
+/**
+ * log_softmax(logits / T) of a row [V] (T = 1 for greedy) into the shared scratch, and the row's first largest
+ * logit: what a pick and the reported logprobs are taken from.
+ */
+function rowLogprobs(logits: Float32Array, s: SamplingParams): { logp: Float64Array; best: number } {
   const vocab = logits.length;
-  const greedy = isGreedy(s);
-  const invT = greedy ? 1 : 1 / s.temperature;
+  const invT = isGreedy(s) ? 1 : 1 / s.temperature;
   // One pass for the max (and the greedy pick), one for exp-sum; logp = z − lse with z = (logit − max) / T.
   let max = -Infinity;
   let best = 0;
@@ -127,7 +130,19 @@ export function sampleToken(logits: Float32Array, s: SamplingParams, rand: () =>
   }
   const lse = Math.log(sum);
   for (let i = 0; i < vocab; i++) logp[i] -= lse;
+  return { logp, best };
+}
 
+/** The `s.topLogprobs` most likely tokens of a row of logits [V], best first, as sampleToken reports them. */
+export function topLogprobs(logits: Float32Array, s: SamplingParams): TokenLogprob[] {
+  return topEntries(rowLogprobs(logits, s).logp, s.topLogprobs);
+}
+
+/** Sample one token from a row of logits [V]. `rand` is the request's seeded PRNG (one draw per sampled token). */
+export function sampleToken(logits: Float32Array, s: SamplingParams, rand: () => number): GeneratedToken {
+  const vocab = logits.length;
+  const greedy = isGreedy(s);
+  const { logp, best } = rowLogprobs(logits, s);
   let id = best;
   if (!greedy) {
     // Candidates, best first when a cut is needed (top-k, then top-p over what remains).
@@ -175,6 +190,12 @@ export interface DecodeCache {
   readonly length: number;
 }
 
+/** What a step sampled on the device reads back: each row's token, and the logits [m, V] of the rows asked for, in their order. */
+export interface SampledStep {
+  tokens: GeneratedToken[];
+  logits: Float32Array;
+}
+
 export interface Prefilled<C extends DecodeCache> {
   cache: C;
   /** The prompt's last logits [V]; empty where `token` was sampled on the device. */
@@ -200,11 +221,11 @@ export interface DecoderRuntime<C extends DecodeCache = DecodeCache> {
   /** Append `tokens[i]` to `caches[i]` for all i in one batched step; logits [n, V] row-major. */
   decode(caches: C[], tokens: number[]): Float32Array | Promise<Float32Array>;
   /**
-   * decode that samples on the device as well: each row's token and logprob (sampleToken's, without `top`) are all
-   * it reads back. Absent where the host samples; the batcher takes decode instead for a step where a request wants
-   * top logprobs.
+   * decode that samples on the device as well: each row's token and logprob (sampleToken's, without `top`) and the
+   * logits of `logitRows` only (the rows whose requests want top logprobs) are all it reads back. Absent where the
+   * host samples.
    */
-  decodeSampled?(caches: C[], tokens: number[], picks: DeviceSampling[]): Promise<GeneratedToken[]>;
+  decodeSampled?(caches: C[], tokens: number[], picks: DeviceSampling[], logitRows: number[]): Promise<SampledStep>;
   /** Free a cache the batcher no longer needs (device memory); absent where the garbage collector suffices. */
   release?(cache: C): void;
   /**
@@ -458,8 +479,10 @@ export class ContinuousBatcher {
         seq.reusedTokens = results[i].reusedTokens ?? 0;
         seq.decodeStart = performance.now();
       }
+      // A pick drawn already (a retried prefill, a preempted step's) is this token's draw, also when the host samples.
+      const pick = seq.prefillPick;
       seq.prefillPick = null;
-      const token = results[i].token ?? sampleToken(results[i].logits.subarray(0, this.runtime.vocabSize), seq.req.sampling, seq.rand);
+      const token = results[i].token ?? sampleToken(results[i].logits.subarray(0, this.runtime.vocabSize), seq.req.sampling, pick ? () => pick.draw : seq.rand);
       if (!this.accept(seq, token)) this.active.push(seq);
     });
   }
@@ -497,8 +520,9 @@ export class ContinuousBatcher {
     }
     if (this.active.length === 0) return;
     const batch = this.active.slice();
-    // Drawn once: a step retried after a preemption must not draw again.
-    const picks = this.runtime.decodeSampled && this.samplesOnDevice(batch) ? batch.map((s) => devicePick(s.req.sampling, s.rand)) : null;
+    // Drawn once: a step retried after a preemption must not draw again. Every row is sampled on the device where the
+    // runtime can; a request that wants top logprobs has its row's logits read as well.
+    const picks = this.runtime.decodeSampled ? batch.map((s) => devicePick(s.req.sampling, s.rand)) : null;
     let picked: GeneratedToken[] | null = null;
     let logits: Float32Array = new Float32Array(0);
     for (;;) {
@@ -506,7 +530,11 @@ export class ContinuousBatcher {
       const last = batch.map((s) => s.tokens[s.tokens.length - 1].id);
       try {
         if (picks) {
-          picked = await this.runtime.decodeSampled!(caches, last, picks);
+          const logitRows = batch.flatMap((s, i) => (s.req.sampling.topLogprobs > 0 ? [i] : []));
+          const step = await this.runtime.decodeSampled!(caches, last, picks, logitRows);
+          const v = this.runtime.vocabSize;
+          logitRows.forEach((row, k) => (step.tokens[row].top = topLogprobs(step.logits.subarray(k * v, (k + 1) * v), batch[row].req.sampling)));
+          picked = step.tokens;
         } else {
           const answer = this.runtime.decode(caches, last);
           logits = answer instanceof Promise ? await answer : answer;
@@ -534,7 +562,7 @@ export class ContinuousBatcher {
     }
   }
 
-  /** Whether these sequences' next tokens are sampled on the device: where the runtime can, unless one wants top logprobs. */
+  /** Whether a prefill of these sequences samples their first tokens on the device: where the runtime can, unless one wants top logprobs. */
   private samplesOnDevice(seqs: Sequence[]): boolean {
     return this.runtime.decodeSampled !== undefined && seqs.every((s) => s.req.sampling.topLogprobs === 0);
   }

@@ -31,6 +31,7 @@ import { fusedSwiglu } from './webgpu/fused-swiglu-matmul.ts';
 import { rmsNorm as fusedRmsNorm, RMS_NORM_KERNEL } from './webgpu/rms-norm.ts';
 import { applyRope, ROPE_KERNEL } from './webgpu/rope.ts';
 import { type DeviceSampling, readSamples, sampleOnDevice } from './webgpu/sample.ts';
+import type { SampledStep } from './sampler.ts';
 import { swiglu } from './webgpu/swiglu.ts';
 
 /** Keys/values of one sequence on the device: per layer [KVH, length, hd]. Release with `dispose`. */
@@ -112,6 +113,24 @@ async function readEnds(ends: tf.Tensor2D, vocab: number, picks: DeviceSampling[
 /** A step's logits [n, V], or with `picks` each row's token and logprob [n, 2] sampled on the device (webgpu/sample.ts). */
 function sampledOrNot(logits: tf.Tensor2D, picks: DeviceSampling[] | null): tf.Tensor2D {
   return picks ? sampleOnDevice(logits, picks) : logits;
+}
+
+/** Sampling a decode step on the device: each row's pick, and the rows whose logits are read as well. */
+interface StepSampling {
+  picks: DeviceSampling[];
+  logitRows: number[];
+}
+
+/** A decode step's outputs: its logits [n, V]; or sampled, the rows' tokens [n, 2] and the asked rows' logits [m, V]. */
+function stepOutputs(logits: tf.Tensor2D, sampling: StepSampling | null): tf.Tensor2D[] {
+  if (!sampling) return [logits];
+  const sampled = sampleOnDevice(logits, sampling.picks);
+  return sampling.logitRows.length > 0 ? [sampled, tf.gather(logits, sampling.logitRows) as tf.Tensor2D] : [sampled];
+}
+
+/** Read a sampled step's outputs back (the tokens, and the asked rows' logits where there are any) and release them. */
+async function readSampledStep([picked, rows]: tf.Tensor2D[]): Promise<SampledStep> {
+  return { tokens: await readSamples(picked), logits: rows ? await readLogits(rows) : new Float32Array(0) };
 }
 
 /**
@@ -203,16 +222,19 @@ function checkContext(cfg: DecoderConfig, lengths: number[]): void {
  * logits [n, V] (row-major) and advances every cache by one.
  */
 export async function decodeOnDevice(cfg: DecoderConfig, w: ModelWeights, dw: DeviceDecodeWeights, caches: TensorKvCache[], tokens: number[]): Promise<Float32Array> {
-  return readLogits(tensorStep(cfg, w, dw, caches, tokens, null));
+  return readLogits(tensorStep(cfg, w, dw, caches, tokens, null)[0]);
 }
 
-/** decodeOnDevice, sampling each row on the device by `picks[i]` (webgpu): the rows' tokens and logprobs. */
-export async function decodeOnDeviceSampled(cfg: DecoderConfig, w: ModelWeights, dw: DeviceDecodeWeights, caches: TensorKvCache[], tokens: number[], picks: DeviceSampling[]): Promise<GeneratedToken[]> {
-  return readSamples(tensorStep(cfg, w, dw, caches, tokens, picks));
+/**
+ * decodeOnDevice, sampling each row on the device by `picks[i]` (webgpu): the rows' tokens and logprobs, and the
+ * logits of `logitRows` (requests that want top logprobs).
+ */
+export async function decodeOnDeviceSampled(cfg: DecoderConfig, w: ModelWeights, dw: DeviceDecodeWeights, caches: TensorKvCache[], tokens: number[], picks: DeviceSampling[], logitRows: number[] = []): Promise<SampledStep> {
+  return readSampledStep(tensorStep(cfg, w, dw, caches, tokens, { picks, logitRows }));
 }
 
-/** decodeOnDevice's step, recorded but not read: logits [n, V], or with picks the sampled [n, 2], to release. */
-function tensorStep(cfg: DecoderConfig, w: ModelWeights, dw: DeviceDecodeWeights, caches: TensorKvCache[], tokens: number[], picks: DeviceSampling[] | null): tf.Tensor2D {
+/** decodeOnDevice's step, recorded but not read: its outputs (stepOutputs), to release. */
+function tensorStep(cfg: DecoderConfig, w: ModelWeights, dw: DeviceDecodeWeights, caches: TensorKvCache[], tokens: number[], sampling: StepSampling | null): tf.Tensor2D[] {
   const n = tokens.length;
   const { num_attention_heads: h, num_key_value_heads: kvh, head_dim: hd } = cfg;
   const rep = h / kvh;
@@ -223,7 +245,7 @@ function tensorStep(cfg: DecoderConfig, w: ModelWeights, dw: DeviceDecodeWeights
   const newK: tf.Tensor3D[][] = caches.map(() => []);
   const newV: tf.Tensor3D[][] = caches.map(() => []);
   const out = recordedTogether(() =>
-    sampledOrNot(
+    stepOutputs(
       decodeLayers(
       cfg,
       w,
@@ -247,7 +269,7 @@ function tensorStep(cfg: DecoderConfig, w: ModelWeights, dw: DeviceDecodeWeights
         return (n === 1 ? outs[0] : tf.concat(outs, 0)) as tf.Tensor2D; // [n, H·hd]
       },
       ),
-      picks,
+      sampling,
     ),
   );
   caches.forEach((cache, i) => {
@@ -308,16 +330,19 @@ export async function prefillPaged(cfg: DecoderConfig, w: ModelWeights, pool: Pa
  * each sequence's next page first (PagedKvPoolFullError, before any work, when the pool has too few).
  */
 export async function decodePaged(cfg: DecoderConfig, w: ModelWeights, dw: DeviceDecodeWeights, seqs: PagedKvSequence[], tokens: number[]): Promise<Float32Array> {
-  return tokens.length === 0 ? new Float32Array(0) : readLogits(pagedStep(cfg, w, dw, seqs, tokens, null));
+  return tokens.length === 0 ? new Float32Array(0) : readLogits(pagedStep(cfg, w, dw, seqs, tokens, null)[0]);
 }
 
-/** decodePaged, sampling each row on the device by `picks[i]`: the rows' tokens and logprobs, the step's one read. */
-export async function decodePagedSampled(cfg: DecoderConfig, w: ModelWeights, dw: DeviceDecodeWeights, seqs: PagedKvSequence[], tokens: number[], picks: DeviceSampling[]): Promise<GeneratedToken[]> {
-  return tokens.length === 0 ? [] : readSamples(pagedStep(cfg, w, dw, seqs, tokens, picks));
+/**
+ * decodePaged, sampling each row on the device by `picks[i]`: the rows' tokens and logprobs, the step's one small
+ * read, and the logits of `logitRows` (requests that want top logprobs), one more.
+ */
+export async function decodePagedSampled(cfg: DecoderConfig, w: ModelWeights, dw: DeviceDecodeWeights, seqs: PagedKvSequence[], tokens: number[], picks: DeviceSampling[], logitRows: number[] = []): Promise<SampledStep> {
+  return tokens.length === 0 ? { tokens: [], logits: new Float32Array(0) } : readSampledStep(pagedStep(cfg, w, dw, seqs, tokens, { picks, logitRows }));
 }
 
-/** decodePaged's step (n ≥ 1), recorded but not read: logits [n, V], or with picks the sampled [n, 2], to release. */
-function pagedStep(cfg: DecoderConfig, w: ModelWeights, dw: DeviceDecodeWeights, seqs: PagedKvSequence[], tokens: number[], picks: DeviceSampling[] | null): tf.Tensor2D {
+/** decodePaged's step (n ≥ 1), recorded but not read: its outputs (stepOutputs), to release. */
+function pagedStep(cfg: DecoderConfig, w: ModelWeights, dw: DeviceDecodeWeights, seqs: PagedKvSequence[], tokens: number[], sampling: StepSampling | null): tf.Tensor2D[] {
   const n = tokens.length;
   const { num_attention_heads: h, num_key_value_heads: kvh, head_dim: hd } = cfg;
   const positions = seqs.map((s) => s.length);
@@ -332,7 +357,7 @@ function pagedStep(cfg: DecoderConfig, w: ModelWeights, dw: DeviceDecodeWeights,
       const y = pagedAttention(qk, qk, heads, pool.layers[l], tableT, { heads: h, kOff: h, vOff: h + kvh }); // [n, H, hd]
       return tf.reshape(y, [n, h * hd]) as tf.Tensor2D;
     });
-    return sampledOrNot(logits, picks);
+    return stepOutputs(logits, sampling);
   });
   seqs.forEach((s, i) => {
     s.length += 1;

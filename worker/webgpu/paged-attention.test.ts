@@ -87,12 +87,12 @@ describe.skipIf(skipReason !== null)(`paged decode attention on WebGPU${skipReas
 const PROMPTS = [[5], [100, 2, 3, 9, 41], Array.from({ length: 17 }, (_, i) => (i * 11) % 250), Array.from({ length: 30 }, (_, i) => (i * 7 + 3) % 250)];
 const MAX_TOKENS = 16;
 
-/** Generation of PROMPTS, all at once, on a fresh tiny engine: greedy, or each prompt by one of SAMPLED. */
-async function generateBatch(backend: BackendName, sampled = false): Promise<GenerateResult[]> {
+/** Generation of PROMPTS, all at once, on a fresh tiny engine: greedy, or each prompt by one of SAMPLED; `second` over the second prompt's. */
+async function generateBatch(backend: BackendName, sampled = false, second: Partial<SamplingParams> = {}): Promise<GenerateResult[]> {
   const cfg = tinyByteConfig();
   const engine = await createEngineFromWeights({ name: 'paged-test', config: cfg, weights: initWeights(cfg, 3), tokenizer: null, backend, seed: 1 });
   try {
-    return await Promise.all(PROMPTS.map((promptIds, i) => engine.generate({ promptIds, sampling: sampling({ maxTokens: MAX_TOKENS, ...(sampled ? SAMPLED[i % SAMPLED.length] : {}) }) })));
+    return await Promise.all(PROMPTS.map((promptIds, i) => engine.generate({ promptIds, sampling: sampling({ maxTokens: MAX_TOKENS, ...(sampled ? SAMPLED[i % SAMPLED.length] : {}), ...(i === 1 ? second : {}) }) })));
   } finally {
     await engine.close();
   }
@@ -174,6 +174,21 @@ describe.skipIf(skipReason !== null)(`paged decoding of the model on WebGPU${ski
     expect(wasm.map((r) => r.tokens.map((t) => t.id))).not.toEqual(greedy.map((r) => r.tokens.map((t) => t.id)));
   });
 
+  it("samples every row on the device when a request wants top logprobs, reading only that row's logits: the wasm engine's tokens and alternatives", async () => {
+    const wasm = await generateBatch('wasm', true, { topLogprobs: 3 });
+    const sampledBefore = { ...sampleStats };
+    const gpu = await generateBatch('webgpu', true, { topLogprobs: 3 });
+    // Each decode step sampled the whole batch on the device; the prefill (a group with that request) read logits.
+    expect(sampleStats.dispatches - sampledBefore.dispatches).toBe(MAX_TOKENS - 1);
+    expectSameTokens(gpu, wasm);
+    gpu[1].tokens.forEach((t, k) => {
+      const want = wasm[1].tokens[k].top!;
+      expect(t.top?.map((e) => e.id), `token ${k}`).toEqual(want.map((e) => e.id));
+      t.top!.forEach((e, j) => expect(Math.abs(e.logprob - want[j].logprob)).toBeLessThan(1e-3));
+    });
+    expect(gpu.filter((_, i) => i !== 1).every((r) => r.tokens.every((t) => t.top === undefined))).toBe(true);
+  });
+
   it("the per-sequence device caches sample on the device too: the host sampler's tokens on their logits", async () => {
     const { cfg, w, dw } = await tinyModelOnDevice();
     const [plain, sampled] = [await prefillOnDevice(cfg, w, PROMPTS), await prefillOnDevice(cfg, w, PROMPTS)];
@@ -185,7 +200,7 @@ describe.skipIf(skipReason !== null)(`paged decoding of the model on WebGPU${ski
       const v = cfg.vocab_size;
       a = a.map((_, i) => sampleToken(logits.subarray(i * v, (i + 1) * v), s, hostRand).id);
       const picks = b.map(() => devicePick(s, deviceRand));
-      b = (await decodeOnDeviceSampled(cfg, w, dw, sampled.map((p) => p.cache), b, picks)).map((t) => t.id);
+      b = (await decodeOnDeviceSampled(cfg, w, dw, sampled.map((p) => p.cache), b, picks)).tokens.map((t) => t.id);
       expect(b, `step ${step}`).toEqual(a);
     }
     for (const p of [...plain, ...sampled]) p.cache.dispose();
@@ -206,7 +221,7 @@ describe.skipIf(skipReason !== null)(`paged decoding of the model on WebGPU${ski
     };
     try {
       const picks = PROMPTS.map(() => ({ invTemperature: 0, topK: 0, topP: 1, draw: 0 }));
-      const tokens = await decodePagedSampled(cfg, w, dw, paged.map((p) => p.cache), PROMPTS.map((p) => p[0]), picks);
+      const { tokens } = await decodePagedSampled(cfg, w, dw, paged.map((p) => p.cache), PROMPTS.map((p) => p[0]), picks);
       expect(tokens).toHaveLength(PROMPTS.length);
     } finally {
       gpu.submitQueue = submit;
