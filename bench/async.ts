@@ -13,7 +13,9 @@
  * Per mode: train episodes per second (the held-out ones, which run before and after training, not counted), the
  * trainer's and the sampler's busy shares of the training wall time (the
  * asynchronous modes sample on an engine of their own, which runs while the trainer updates), wall seconds per step,
- * held-out success before and after the same number of steps, the largest policy lag trained on, episodes
+ * held-out success before and after the same number of steps, `drain_fraction` (the share of the training time
+ * steps spent draining: waiting for the episodes in flight, the stall asynchronous training removes), the largest
+ * policy lag trained on, episodes
  * dropped as stale, and `cpu_share`: the machine's busy share of all cores while training, every process counted
  * (/proc/stat: the sandboxed agents too, whose CPU time a process's own counters lose) — run it on a quiet machine;
  * near 1, the cores, not the waits, set the pace, and overlapping the waits gains little. `cpu_ms_per_episode` is
@@ -70,6 +72,16 @@ function samplerBusyFraction(records: DemoResult['stepRecords']): number {
 }
 
 /**
+ * The share of the training wall time steps spent draining: from a ready batch to the update's start, while the
+ * model finished the episodes in flight and admitted none (the straggler stall asynchronous training removes).
+ */
+function drainFraction(records: DemoResult['stepRecords']): number {
+  const wallMs = (records.at(-1)?.wallS ?? 0) * 1000;
+  const drainMs = records.reduce((a, r) => a + (r.phases?.drainMs ?? 0), 0);
+  return wallMs > 0 ? drainMs / wallMs : 0;
+}
+
+/**
  * The machine's CPU time so far, busy and in all, in clock ticks over every core (/proc/stat's first line: user,
  * nice, system, idle, iowait, irq, softirq, steal).
  */
@@ -120,6 +132,7 @@ export default async function asyncBench(ctx: BenchContext): Promise<Record<stri
       episodes_per_s: trainWallS > 0 ? round(trainEpisodes / trainWallS) : 0,
       trainer_busy_fraction: trainWallS > 0 ? round(trainerS / trainWallS) : 0,
       sampler_busy_fraction: round(samplerBusyFraction(records)),
+      drain_fraction: round(drainFraction(records)),
       cpu_share: round(busyShare),
       cpu_ms_per_episode: Math.round(busyMs / Math.max(1, trainEpisodes)),
       cores: availableParallelism(),
