@@ -2,7 +2,8 @@
  * Where the fused kernels pay, measured: for each fused op (RMSNorm + the q/k/v products; RMSNorm + gate/up +
  * SwiGLU) and each use (a decode step, a prefill's forward, a training forward with its backward, which recomputes
  * what the fused forward did not write), the model's own shapes run fused and unfused, and the faster is chosen
- * (fused-matmul.ts setMeasuredChoice). Like matmul.ts's calibrateMatmul, no GPU was at hand when the kernels were
+ * (fused-matmul.ts setMeasuredChoice) — the fused only where its result agrees with the unfused one, which the
+ * backend's self-check ran (a fused kernel that fails the check is named in the report). Like matmul.ts's calibrateMatmul, no GPU was at hand when the kernels were
  * written, so nothing assumes they win. Once per model shape per thread; with the mode forced it measures nothing.
  */
 import * as tf from '@tensorflow/tfjs';
@@ -11,6 +12,7 @@ import { type FusedMode, fusedKernelsMode, type FusedOp, type FusedUse, FUSED_US
 import { PendingNorm } from './fused-norm-matmul.ts';
 import { fusedSwiglu, type GatedWeights } from './fused-swiglu-matmul.ts';
 import { SKINNY_MAX_ROWS } from './matmul.ts';
+import { CALIBRATION_CHECK_TOLERANCE, relativeDeviation } from './gpu.ts';
 import { swiglu } from './swiglu.ts';
 
 /** Rows of a decode step as timed: one sequence (the products are bound by reading the weights up to SKINNY_MAX_ROWS). */
@@ -47,6 +49,15 @@ async function msPerRun(f: () => tf.Tensor[]): Promise<number> {
   let best = single;
   for (let i = 0; i < REPS; i++) best = Math.min(best, await timeBatch(count));
   return best;
+}
+
+/** Everything `run` returns, in `mode`, read back as one array (outputs, or in training the gradients). */
+async function resultOf(mode: FusedMode, run: () => tf.Tensor[]): Promise<Float32Array> {
+  setFusedKernels(mode);
+  const flat = tf.tidy(() => tf.concat(run().map((t) => tf.reshape(t, [-1]))));
+  const data = (await flat.data()) as Float32Array;
+  flat.dispose();
+  return data;
 }
 
 /** One op's forward as the model runs it, over rows x [N, D] and its norm weight; fused or not as the mode says. */
@@ -117,8 +128,12 @@ export async function calibrateFusedKernels(cfg: DecoderConfig): Promise<string>
         };
         const fusedMs = await timed('on');
         const unfusedMs = await timed('off');
-        setMeasuredChoice(op, use, fusedMs < unfusedMs);
-        found[op].push(`${use} ${fusedMs < unfusedMs ? 'fused' : 'unfused'} (${fusedMs.toFixed(2)} vs ${unfusedMs.toFixed(2)} ms)`);
+        // Checked before it can be chosen: the fused result (outputs, and gradients in training) against the unfused.
+        const deviation = relativeDeviation(await resultOf('on', run), await resultOf('off', run));
+        const agrees = deviation <= CALIBRATION_CHECK_TOLERANCE;
+        setMeasuredChoice(op, use, agrees && fusedMs < unfusedMs);
+        const why = agrees ? '' : `, fused failed its check: off by ${deviation.toExponential(1)}`;
+        found[op].push(`${use} ${agrees && fusedMs < unfusedMs ? 'fused' : 'unfused'} (${fusedMs.toFixed(2)} vs ${unfusedMs.toFixed(2)} ms${why})`);
         tf.dispose(weights);
       }
       tf.dispose([x, nw]);

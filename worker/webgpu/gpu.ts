@@ -235,3 +235,28 @@ export function recordedTogether<T extends tf.TensorContainer>(f: () => T): T {
 export function ourKernelRuns(kernelName: string): boolean {
   return tf.getBackend() === 'webgpu' && tf.getKernel(kernelName, 'webgpu') !== undefined;
 }
+
+/**
+ * How far a kernel's result strays from a reference result of the same product: the largest |got − want| over the
+ * largest |want| (Infinity for a NaN, a length mismatch or a reference of zeros with a non-zero result). Calibration
+ * times a kernel only where the backend's self-check has not run it; this is its check before it can be chosen.
+ */
+export function relativeDeviation(got: Float32Array, want: Float32Array): number {
+  if (got.length !== want.length) return Infinity;
+  let diff = 0;
+  let scale = 0;
+  for (let i = 0; i < want.length; i++) {
+    const d = Math.abs(got[i] - want[i]);
+    if (Number.isNaN(d)) return Infinity;
+    diff = Math.max(diff, d);
+    scale = Math.max(scale, Math.abs(want[i]));
+  }
+  return scale > 0 ? diff / scale : diff > 0 ? Infinity : 0;
+}
+
+/**
+ * Largest relativeDeviation a calibrated kernel may show against its reference and still be chosen: f32 sums in
+ * another order differ by ~1e-6 of the largest value; a wrong kernel (a missed K range, a stale accumulator) by far
+ * more.
+ */
+export const CALIBRATION_CHECK_TOLERANCE = 1e-3;

@@ -11,7 +11,8 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { selectBackend } from '../backend.ts';
 import { webgpuFeatures } from './device.ts';
-import { calibrateMatmul, matmulStats, setMatmulKernel, setSubgroupSkinnyThreads, SKINNY_MAX_ROWS, SUBGROUP_SKINNY_THREADS, SubgroupThreadsError } from './matmul.ts';
+import { relativeDeviation } from './gpu.ts';
+import { calibrateMatmul, fastestAgreeing, matmulStats, setMatmulKernel, setSubgroupSkinnyThreads, SKINNY_MAX_ROWS, SUBGROUP_SKINNY_THREADS, SubgroupThreadsError } from './matmul.ts';
 import { type MatmulCase, matmulCases, matmulChecks, skinnyMatmulCases, SUBGROUP_FEW_THREADS, subgroupFewThreadsChecks } from './testing/checks.ts';
 import { webgpuSkipReason } from './testing/gpu.ts';
 
@@ -52,6 +53,20 @@ describe.skipIf(skipReason !== null)(`our webgpu subgroup matmul vs the cpu back
     expect(matmulStats.skinnySubgroup - before).toBe(webgpuFeatures()?.subgroups ? skinnyMatmulCases().length : 0);
   });
 
+  it("'auto' takes the fastest kernel whose product agrees with the reference's, never one that failed its check", () => {
+    const candidates = ['tiled-f32', 'subgroup-f32', 'tfjs'] as const;
+    const ms = new Map([['tiled-f32', 3], ['subgroup-f32', 1], ['tfjs', 2]] as const);
+    expect(fastestAgreeing(candidates, ms, new Map([['tiled-f32', 0], ['subgroup-f32', 1e-7], ['tfjs', 2e-7]] as const))).toBe('subgroup-f32');
+    expect(fastestAgreeing(candidates, ms, new Map([['tiled-f32', 0], ['subgroup-f32', 0.4], ['tfjs', 2e-7]] as const))).toBe('tfjs');
+    expect(fastestAgreeing(candidates, ms, new Map([['tiled-f32', 0], ['subgroup-f32', Infinity], ['tfjs', 0.5]] as const))).toBe('tiled-f32');
+    // How far a result strays: NaN and a mismatch never agree.
+    const want = Float32Array.from([1, -2, 4]);
+    expect(relativeDeviation(Float32Array.from([1, -2, 4.002]), want)).toBeCloseTo(5e-4, 6);
+    expect(relativeDeviation(Float32Array.from([1, NaN, 4]), want)).toBe(Infinity);
+    expect(relativeDeviation(Float32Array.from([1, -2]), want)).toBe(Infinity);
+    expect(relativeDeviation(Float32Array.from([1e-9]), Float32Array.from([0]))).toBe(Infinity);
+  });
+
   it('refuses a workgroup size it cannot run, by name', () => {
     for (const bad of [0, 1.5, SUBGROUP_SKINNY_THREADS + 1]) expect(() => setSubgroupSkinnyThreads(bad)).toThrow(SubgroupThreadsError);
   });
@@ -60,6 +75,8 @@ describe.skipIf(skipReason !== null)(`our webgpu subgroup matmul vs the cpu back
     setMatmulKernel('auto');
     const report = await calibrateMatmul();
     expect(report.includes('subgroup-f32')).toBe(webgpuFeatures()?.subgroups ?? false);
+    // Every candidate's product was checked against ours, and every one agreed here.
+    expect(report).not.toContain('failed its check');
     // Whatever it chose, a decode-shaped product still matches.
     for (const c of await matmulChecks('auto', skinnyMatmulCases().slice(0, 4))) expect(c.ratio, c.name).toBeLessThanOrEqual(1);
   });

@@ -21,7 +21,8 @@
  * - 'auto' (default): ours, ours with subgroups (skinny products, where the device has subgroups) or tfjs's, f32,
  *   whichever calibrateMatmul measured fastest on this device for the product's kind (skinny or tiled); 'tiled-f32'
  *   until it has run. No GPU was at hand when these shaders were written, so the backend's selection measures them
- *   against tfjs's (and each other) instead of assuming one wins.
+ *   against tfjs's (and each other) instead of assuming one wins; and a kernel whose product disagrees with
+ *   'tiled-f32''s there (the self-check ran that one) is not chosen.
  * - 'tiled-f32': ours, f32 everywhere.
  * - 'tiled-f16', used only where the device compiles `enable f16;` (else f32 runs): B is read from an f16 copy
  *   (made once per tensor and kept while the tensor lives: a weight is converted once per policy version, then every
@@ -43,7 +44,7 @@
  * tfjs's kernel, which stays registered as the fallback.
  */
 import * as tf from '@tensorflow/tfjs';
-import { asWebGpu, dispatch, MAX_WORKGROUPS_PER_DIMENSION, type WebGpuBackend } from './gpu.ts';
+import { asWebGpu, CALIBRATION_CHECK_TOLERANCE, dispatch, MAX_WORKGROUPS_PER_DIMENSION, relativeDeviation, type WebGpuBackend } from './gpu.ts';
 import { featuresOf } from './device.ts';
 
 /** Output block of one tiled workgroup (rows and columns of C); 16×16 threads × a 4×4 register block each. */
@@ -567,12 +568,14 @@ const CALIBRATION_BATCH = 8;
 /** Timings per kernel after the warm-up (which compiles); the best counts. */
 const CALIBRATION_REPS = 2;
 
-/** Milliseconds per product with `kernel`, best of CALIBRATION_REPS after a warm-up. */
-async function msPerProduct(kernel: MatmulKernel, [m, k, n]: [number, number, number]): Promise<number> {
+/**
+ * Milliseconds per product a · b with `kernel`, best of CALIBRATION_REPS after a warm-up, and the product itself (read
+ * once, for the check against the reference kernel's).
+ */
+async function timedProduct(kernel: MatmulKernel, a: tf.Tensor2D, b: tf.Tensor2D): Promise<{ ms: number; product: Float32Array }> {
   const before = chosen;
   chosen = kernel;
-  const a = tf.randomNormal([m, k]);
-  const b = tf.randomNormal([k, n]);
+  const [m, n] = [a.shape[0], b.shape[1]];
   const timeBatch = async (count: number): Promise<number> => {
     const t0 = performance.now();
     const cs = Array.from({ length: count }, () => tf.matMul(a, b));
@@ -582,15 +585,35 @@ async function msPerProduct(kernel: MatmulKernel, [m, k, n]: [number, number, nu
     return (performance.now() - t0) / count;
   };
   try {
-    await timeBatch(1);
+    const c = tf.matMul(a, b);
+    const product = (await c.data()) as Float32Array; // also the warm-up (which compiles)
+    c.dispose();
     const single = await timeBatch(1);
     const count = single > CALIBRATION_TARGET_MS ? 1 : CALIBRATION_BATCH;
     let best = single;
     for (let i = 0; i < CALIBRATION_REPS; i++) best = Math.min(best, await timeBatch(count));
-    return best;
+    return { ms: best, product };
+  } finally {
+    chosen = before;
+  }
+}
+
+/**
+ * The fastest of `candidates` whose product agrees with the first's (the reference: the kernel the backend's
+ * self-check ran); ties go to the earlier. The reference is always eligible.
+ */
+export function fastestAgreeing<K extends string>(candidates: readonly K[], ms: ReadonlyMap<K, number>, deviation: ReadonlyMap<K, number>): K {
+  return candidates.reduce((best, k) => (deviation.get(k)! <= CALIBRATION_CHECK_TOLERANCE && ms.get(k)! < ms.get(best)! ? k : best));
+}
+
+/** Runs `f` on random operands a [m, k] and b [k, n], released after. */
+async function onRandomOperands<T>([m, k, n]: [number, number, number], f: (a: tf.Tensor2D, b: tf.Tensor2D) => Promise<T>): Promise<T> {
+  const a = tf.randomNormal([m, k]) as tf.Tensor2D;
+  const b = tf.randomNormal([k, n]) as tf.Tensor2D;
+  try {
+    return await f(a, b);
   } finally {
     tf.dispose([a, b]);
-    chosen = before;
   }
 }
 
@@ -598,19 +621,19 @@ let calibration: string | null = null;
 
 /**
  * Under 'auto', measure ours (and, for skinny products, our subgroup shader where the device has subgroups) against
- * tfjs's on the active webgpu backend, per kind, and let 'auto' run the fastest
+ * tfjs's on the active webgpu backend, per kind, and let 'auto' run the fastest whose product agrees with ours
+ * ('tiled-f32', which the backend's self-check ran; a kernel that fails the check is named in the report)
  * (once per thread: a second or two on a GPU, about ten on lavapipe). Returns what it found, for the backend's
  * report; with a kernel chosen explicitly it measures nothing.
  */
 export async function calibrateMatmul(): Promise<string> {
   if (chosen !== 'auto') return `matmul: ${chosen} (chosen, not measured)`;
   if (calibration) return calibration;
+  // The tiled kind is timed on the first square where one of our products takes CALIBRATION_TARGET_MS.
   let square = CALIBRATION_SQUARES[0];
-  let oursSquareMs = Infinity;
   for (const n of CALIBRATION_SQUARES) {
     square = n;
-    oursSquareMs = await msPerProduct('tiled-f32', [n, n, n]);
-    if (oursSquareMs > CALIBRATION_TARGET_MS) break;
+    if ((await onRandomOperands([n, n, n], (a, b) => timedProduct('tiled-f32', a, b))).ms > CALIBRATION_TARGET_MS) break;
   }
   const parts: string[] = [];
   // The subgroup shader is a candidate for skinny products only (training's products have no subgroup shader), and
@@ -620,13 +643,23 @@ export async function calibrateMatmul(): Promise<string> {
     ['skinny', CALIBRATION_SKINNY],
     ['tiled', [square, square, square]],
   ] as [ProductKind, [number, number, number]][]) {
+    // 'tiled-f32' first: the reference every other candidate's product is checked against.
     const candidates: AutoKernel[] = kind === 'skinny' && subgroups ? ['tiled-f32', 'subgroup-f32', 'tfjs'] : ['tiled-f32', 'tfjs'];
     const ms = new Map<AutoKernel, number>();
-    for (const k of candidates) ms.set(k, kind === 'tiled' && k === 'tiled-f32' ? oursSquareMs : await msPerProduct(k, shape));
-    // Ties go to the earlier candidate: ours before tfjs's, the plain shader before the subgroup one.
-    autoChoice[kind] = candidates.reduce((best, k) => (ms.get(k)! < ms.get(best)! ? k : best));
+    const deviation = new Map<AutoKernel, number>();
+    await onRandomOperands(shape, async (a, b) => {
+      let reference: Float32Array | null = null;
+      for (const k of candidates) {
+        const run = await timedProduct(k, a, b);
+        reference ??= run.product;
+        ms.set(k, run.ms);
+        deviation.set(k, relativeDeviation(run.product, reference));
+      }
+    });
+    autoChoice[kind] = fastestAgreeing(candidates, ms, deviation);
     const gflops = (t: number) => ((2 * shape[0] * shape[1] * shape[2]) / (t / 1000) / 1e9).toFixed(1);
-    parts.push(`${kind} ${shape.join('×')}: ${autoChoice[kind]} (${candidates.map((k) => `${k} ${gflops(ms.get(k)!)}`).join(', ')} GFLOP/s)`);
+    const said = (k: AutoKernel) => `${k} ${gflops(ms.get(k)!)}${deviation.get(k)! > CALIBRATION_CHECK_TOLERANCE ? ` (failed its check: off by ${deviation.get(k)!.toExponential(1)})` : ''}`;
+    parts.push(`${kind} ${shape.join('×')}: ${autoChoice[kind]} (${candidates.map(said).join(', ')} GFLOP/s)`);
   }
   calibration = `matmul ${parts.join('; ')}`;
   return calibration;
