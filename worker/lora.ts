@@ -20,10 +20,15 @@ export class InvalidLoraConfigError extends Error {
 
 const MLP_MODULES = ['gate_proj', 'up_proj', 'down_proj'];
 
-export interface LoraState {
-  config: LoraConfig;
+/** Adapters by base weight name ("model.layers.0.self_attn.q_proj.weight"): Aᵀ [in, rank] and Bᵀ [rank, out]. */
+export interface LoraAdapters {
   scale: number;
-  /** By base weight name ("model.layers.0.self_attn.q_proj.weight"): Aᵀ [in, rank] and Bᵀ [rank, out]. */
+  a: Record<string, tf.Tensor>;
+  b: Record<string, tf.Tensor>;
+}
+
+export interface LoraState extends LoraAdapters {
+  config: LoraConfig;
   a: Record<string, tf.Variable>;
   b: Record<string, tf.Variable>;
 }
@@ -57,7 +62,7 @@ export function createLora(cfg: DecoderConfig, config: LoraConfig, base: Params,
 }
 
 /** Base params with every targeted weight replaced by W + scale·Aᵀ·Bᵀ (differentiable in A and B). */
-export function effectiveParams(base: Params, lora: LoraState | null): Params {
+export function effectiveParams(base: Params, lora: LoraAdapters | null): Params {
   if (!lora) return base;
   const out: Params = { ...base };
   for (const name of Object.keys(lora.a)) {

@@ -5,6 +5,7 @@
  * update's ratio against the weights the step began with.
  */
 import { describe, expect, it } from 'vitest';
+import * as tf from '@tensorflow/tfjs';
 import type { NamedTensors, TrainOptions, TrainSample } from './common/engine.ts';
 import type { LocalEngine } from './engine.ts';
 import { tinyByteConfig } from './testing/configs.ts';
@@ -70,6 +71,23 @@ describe('mini-batches and epochs in one step', () => {
     // In one step the second update's tokens are clipped against where the first began, which has moved.
     expect(together.clipFraction).toBeGreaterThan(0);
     expect(together.policyVersion).toBe(1);
+  });
+
+  it('holds only the adapters with LoRA, and leaves no tensor behind, while clipping against the step\'s start', async () => {
+    const lora = { rank: 4, alpha: 8, targetModules: ['q_proj', 'v_proj', 'up_proj'] };
+    const decoupled = { ...OPTIONS, loss: 'decoupled-ppo' as const, learningRate: 3e-1, clipLow: 0.05, clipHigh: 0.05 };
+    const oneStep = await engine({ lora });
+    const samples = await samplesOn(oneStep);
+    await oneStep.trainStep(samples, { ...decoupled, learningRate: 0 }); // warm: the optimizer's moments exist from here on
+    const before = tf.memory().numTensors;
+    const together = await oneStep.trainStep(samples, { ...decoupled, miniBatches: 2 });
+    expect(tf.memory().numTensors).toBe(before);
+    const twoSteps = await engine({ lora });
+    await twoSteps.trainStep(samples, { ...decoupled, learningRate: 0 });
+    await twoSteps.trainStep(samples.slice(0, 2), { ...decoupled, lossDivisor: 2 });
+    const second = await twoSteps.trainStep(samples.slice(2), { ...decoupled, lossDivisor: 2 });
+    expect(second.clipFraction).toBe(0);
+    expect(together.clipFraction).toBeGreaterThan(0);
   });
 
   it('refuses more updates than a step may make, by name', async () => {

@@ -29,7 +29,7 @@
 import * as tf from '@tensorflow/tfjs';
 import type { DecoderConfig, TrainMetrics, TrainOptions, TrainSample } from './common/engine.ts';
 import { decoupledPpoLoss, k3Kl, nllLoss, ppoClipLoss, truncatedIsLoss } from './losses.ts';
-import { effectiveParams, type LoraState } from './lora.ts';
+import { effectiveParams, type LoraAdapters, type LoraState } from './lora.ts';
 import { ContextLengthError, entropy, forward, fuseWeights, type GroupedKv, type ModelWeights, type Params, targetLogprobs, treeForward, type TrunkKeys } from './model.ts';
 import { buildPrefixTree, buildSuffixTree, buildTrunk, type PackedTree, planTreeRuns } from './prefix-tree.ts';
 import { disposeKv, trunkInputs, trunkSurrogate } from './trunk.ts';
@@ -369,7 +369,7 @@ function accumulate(sums: (tf.Tensor | null)[], grads: (tf.Tensor | undefined)[]
  * With `lossScale` (a power of two) every pass differentiates its loss times the scale, and the summed gradients are
  * divided by it at the end; the statistics are unscaled.
  */
-export function batchGradients(state: TrainState, samples: TrainSample[], opts: TrainOptions, lossScale = 1, proximalWeights: Params | null = null): BatchGradients {
+export function batchGradients(state: TrainState, samples: TrainSample[], opts: TrainOptions, lossScale = 1, proximalWeights: StartingWeights | null = null): BatchGradients {
   const { cfg } = state;
   validateSamples(cfg, samples);
   const useKl = usesKl(state, opts);
@@ -388,7 +388,7 @@ export function batchGradients(state: TrainState, samples: TrainSample[], opts: 
   // these weights (every micro-batch's gradient is taken before the optimizer steps), or, for a later update of a
   // step of several, the copy taken before the first (`proximalWeights`).
   const decoupled = opts.loss === 'decoupled-ppo';
-  const proximal = proximalWeights ? () => fuseWeights(cfg, proximalWeights) : null;
+  const proximal = proximalWeights ? () => fuseWeights(cfg, effectiveParams(proximalWeights.params, proximalWeights.lora)) : null;
   const runs = lossRuns(cfg, samples, opts);
   const scaled = (loss: tf.Scalar): tf.Scalar => (lossScale === 1 ? loss : tf.mul(loss, lossScale));
   const accumulated: (tf.Tensor | null)[] = state.trainable.map(() => null);
@@ -483,7 +483,7 @@ interface UpdateResult {
  * decoupled PPO's proximal policy when the update is not its step's first. Loss and statistics are read once at the
  * end (one transfer on backends that read asynchronously).
  */
-async function update(state: TrainState, samples: TrainSample[], opts: TrainOptions, proximalWeights: Params | null): Promise<UpdateResult> {
+async function update(state: TrainState, samples: TrainSample[], opts: TrainOptions, proximalWeights: StartingWeights | null): Promise<UpdateResult> {
   const lr = learningRateAt(opts.learningRate, state.optimizer.stepCount, opts.schedule ?? { kind: 'constant' });
   const scaler = state.lossScaler ?? null;
   if (scaler) holdF16Copies(masterWeights(state)); // made for the first step; after it, refreshed below
@@ -566,7 +566,7 @@ export async function trainStep(state: TrainState, samples: TrainSample[], opts:
   const parts = miniBatchesOf(samples, opts);
   const epochs = opts.epochs ?? 1;
   const updates = parts.length * epochs;
-  const proximalWeights = opts.loss === 'decoupled-ppo' && updates > 1 ? frozenCopy(state) : null;
+  const proximalWeights = opts.loss === 'decoupled-ppo' && updates > 1 ? startingWeights(state) : null;
   const results: UpdateResult[] = [];
   try {
     for (let epoch = 0; epoch < epochs; epoch++) {
@@ -574,7 +574,7 @@ export async function trainStep(state: TrainState, samples: TrainSample[], opts:
       for (const part of parts) results.push(await update(state, part.samples, part.opts, results.length === 0 ? null : proximalWeights));
     }
   } finally {
-    if (proximalWeights) tf.dispose(Object.values(proximalWeights));
+    if (proximalWeights) disposeStartingWeights(proximalWeights);
   }
   const sum = (f: (r: UpdateResult) => number) => results.reduce((a, r) => a + f(r), 0);
   // Per trained token, over every update (each update sees a part's tokens once per epoch).
@@ -600,11 +600,30 @@ export async function trainStep(state: TrainState, samples: TrainSample[], opts:
   };
 }
 
-/** A copy of the effective weights (LoRA merged) that later updates do not change: the step's starting weights. */
-function frozenCopy(state: TrainState): Params {
-  return tf.tidy(() => {
-    const out: Params = {};
-    for (const [name, t] of Object.entries(effectiveParams(state.params, state.lora))) out[name] = tf.keep(t.clone());
-    return out;
-  });
+/**
+ * The weights a step began with, kept while its updates change the trainable ones: a copy of every weight, or with
+ * LoRA of the adapters only (the base does not train), and `own` says which tensors the copy holds.
+ */
+export interface StartingWeights {
+  params: Params;
+  lora: LoraAdapters | null;
+  own: tf.Tensor[];
+}
+
+/** Copies of `tensors` by name that the optimizer's assignments leave as they are (as the KL reference is taken). */
+function copies(tensors: Record<string, tf.Tensor>): Record<string, tf.Tensor> {
+  return tf.tidy(() => Object.fromEntries(Object.entries(tensors).map(([name, t]) => [name, tf.keep(t.clone())])));
+}
+
+function startingWeights(state: TrainState): StartingWeights {
+  if (state.lora) {
+    const [a, b] = [copies(state.lora.a), copies(state.lora.b)];
+    return { params: state.params, lora: { scale: state.lora.scale, a, b }, own: [...Object.values(a), ...Object.values(b)] };
+  }
+  const params = copies(state.params) as Params;
+  return { params, lora: null, own: Object.values(params) };
+}
+
+function disposeStartingWeights(w: StartingWeights): void {
+  tf.dispose(w.own);
 }

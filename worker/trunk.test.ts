@@ -202,7 +202,8 @@ describe('training behind a trunk is exact', () => {
 
   it('decoupled PPO against a step\'s held starting weights (a later update of the step) gives the rows\' gradients, and releases their trunk', async () => {
     const s = state();
-    const start = toParams(initWeights(cfg, 8));
+    const startParams = toParams(initWeights(cfg, 8));
+    const start = { params: startParams, lora: null, own: Object.values(startParams) };
     const opts = { ...DEFAULT_TRAIN_OPTIONS, normalization: 'token-sum', lossDivisor: 1, loss: 'decoupled-ppo' } as const;
     const held = (over: Partial<TrainOptions>) => readBatchGradients(batchGradients(s, generatedGroup, { ...opts, ...over }, 1, start));
     const rows = await held({ packing: 'rows' });
