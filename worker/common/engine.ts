@@ -194,7 +194,8 @@ export interface TrainOptions {
    * Optimizer updates per step: the step's samples are split into this many consecutive mini-batches, one update
    * each (verl's PPO mini-batches); default 1. The policy version still advances once per step. Every update's
    * ratio is taken against where the step began: the behaviour logprobs, or with `decoupled-ppo` the weights before
-   * the first update (a copy held for the step). Each mini-batch carries its share of `lossDivisor`.
+   * the first update (a copy held for the step; with LoRA, of the adapters). Each mini-batch carries its share of
+   * `lossDivisor`.
    */
   miniBatches?: number;
   /** Passes over the step's mini-batches (PPO epochs; TRL's num_iterations); default 1. */
