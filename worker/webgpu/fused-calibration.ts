@@ -12,52 +12,27 @@ import { type FusedMode, fusedKernelsMode, type FusedOp, type FusedUse, FUSED_US
 import { PendingNorm } from './fused-norm-matmul.ts';
 import { fusedSwiglu, type GatedWeights } from './fused-swiglu-matmul.ts';
 import { SKINNY_MAX_ROWS } from './matmul.ts';
-import { CALIBRATION_CHECK_TOLERANCE, relativeDeviation } from './gpu.ts';
+import { bestMsPerRun, CALIBRATION_CHECK_TOLERANCE, relativeDeviation } from './gpu.ts';
 import { swiglu } from './swiglu.ts';
 
 /** Rows of a decode step as timed: one sequence (the products are bound by reading the weights up to SKINNY_MAX_ROWS). */
 const DECODE_ROWS = 1;
 /** Rows of a prefill or training micro-batch as timed: enough 64-row tiles to fill a GPU's first wave on small models. */
 const BATCH_ROWS = 256;
-/** Runs per timing while one is shorter than TARGET_MS (a read-back's latency would dominate it), as calibrateMatmul. */
-const TARGET_MS = 20;
-const BATCH = 8;
-/** Timings per variant after the warm-up (which compiles); the best counts. */
-const REPS = 2;
 /** Scale of the random weights: a trained model's order of magnitude, so nothing saturates. */
 const WEIGHT_SCALE = 0.02;
 
-/** Milliseconds per run of `f` (a forward, or a forward and backward), best of REPS after a warm-up. */
-async function msPerRun(f: () => tf.Tensor[]): Promise<number> {
-  const timeBatch = async (count: number): Promise<number> => {
-    const t0 = performance.now();
-    let last: tf.Tensor | undefined;
-    for (let i = 0; i < count; i++) {
-      if (last) tf.dispose(last);
-      last = tf.tidy(() => {
-        const outs = f();
-        return tf.slice(tf.reshape(outs[outs.length - 1], [-1]), [0], [1]); // one element: the queue runs in order
-      });
-    }
-    await last!.data();
-    tf.dispose(last);
-    return (performance.now() - t0) / count;
-  };
-  await timeBatch(1);
-  const single = await timeBatch(1);
-  const count = single > TARGET_MS ? 1 : BATCH;
-  let best = single;
-  for (let i = 0; i < REPS; i++) best = Math.min(best, await timeBatch(count));
-  return best;
-}
-
-/** Everything `run` returns, in `mode`, read back as one array (outputs, or in training the gradients). */
-async function resultOf(mode: FusedMode, run: () => tf.Tensor[]): Promise<Float32Array> {
+/**
+ * `run` in `mode`: everything it returns read back as one array (outputs, or in training the gradients), from a first
+ * run that compiles the shaders, then its milliseconds per run (gpu.ts bestMsPerRun).
+ */
+async function timedResult(mode: FusedMode, run: () => tf.Tensor[]): Promise<{ ms: number; result: Float32Array }> {
   setFusedKernels(mode);
   const flat = tf.tidy(() => tf.concat(run().map((t) => tf.reshape(t, [-1]))));
-  const data = (await flat.data()) as Float32Array;
+  const result = (await flat.data()) as Float32Array;
   flat.dispose();
-  return data;
+  // The last output ends each run's work (the queue runs in order); the rest are released with the tidy.
+  return { ms: await bestMsPerRun(() => tf.tidy(() => run().at(-1)!)), result };
 }
 
 /** One op's forward as the model runs it, over rows x [N, D] and its norm weight; fused or not as the mode says. */
@@ -122,14 +97,11 @@ export async function calibrateFusedKernels(cfg: DecoderConfig): Promise<string>
           // The weights' gradients too: the closure's weights are the tensors differentiated.
           return tf.grads((...xs: tf.Tensor[]) => tf.addN(site(xs[0] as tf.Tensor2D, xs[1] as tf.Tensor1D).map((y) => tf.sum(y))))([x, nw, ...weights]);
         };
-        const timed = async (m: FusedMode) => {
-          setFusedKernels(m);
-          return msPerRun(run);
-        };
-        const fusedMs = await timed('on');
-        const unfusedMs = await timed('off');
+        const fused = await timedResult('on', run);
+        const unfused = await timedResult('off', run);
+        const [fusedMs, unfusedMs] = [fused.ms, unfused.ms];
         // Checked before it can be chosen: the fused result (outputs, and gradients in training) against the unfused.
-        const deviation = relativeDeviation(await resultOf('on', run), await resultOf('off', run));
+        const deviation = relativeDeviation(fused.result, unfused.result);
         const agrees = deviation <= CALIBRATION_CHECK_TOLERANCE;
         setMeasuredChoice(op, use, agrees && fusedMs < unfusedMs);
         const why = agrees ? '' : `, fused failed its check: off by ${deviation.toExponential(1)}`;

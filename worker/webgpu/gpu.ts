@@ -260,3 +260,37 @@ export function relativeDeviation(got: Float32Array, want: Float32Array): number
  * more.
  */
 export const CALIBRATION_CHECK_TOLERANCE = 1e-3;
+
+/** A calibration timing batches runs while one run is shorter than this (a read-back's latency would dominate it). */
+export const CALIBRATION_TARGET_MS = 20;
+/** Runs per timing below CALIBRATION_TARGET_MS. */
+const CALIBRATION_BATCH = 8;
+/** Timings per variant; the best counts. */
+const CALIBRATION_REPS = 2;
+
+/**
+ * Milliseconds per run of `run`, the best of CALIBRATION_REPS timings, for calibrating our kernels (matmul.ts,
+ * fused-calibration.ts). Call it after a first run of the same work, which compiles its shaders. `run` records the
+ * work and returns one tensor, which is released; a timing ends with a one-element read of its last run's (the
+ * queue runs in order).
+ */
+export async function bestMsPerRun(run: () => tf.Tensor): Promise<number> {
+  const timeBatch = async (count: number): Promise<number> => {
+    const t0 = performance.now();
+    let out: tf.Tensor | null = null;
+    for (let i = 0; i < count; i++) {
+      out?.dispose();
+      out = run();
+    }
+    const one = tf.tidy(() => tf.slice(tf.reshape(out!, [-1]), [0], [1]));
+    out!.dispose();
+    await one.data();
+    one.dispose();
+    return (performance.now() - t0) / count;
+  };
+  const single = await timeBatch(1);
+  const count = single > CALIBRATION_TARGET_MS ? 1 : CALIBRATION_BATCH;
+  let best = single;
+  for (let i = 0; i < CALIBRATION_REPS; i++) best = Math.min(best, await timeBatch(count));
+  return best;
+}

@@ -44,7 +44,7 @@
  * tfjs's kernel, which stays registered as the fallback.
  */
 import * as tf from '@tensorflow/tfjs';
-import { asWebGpu, CALIBRATION_CHECK_TOLERANCE, dispatch, MAX_WORKGROUPS_PER_DIMENSION, relativeDeviation, type WebGpuBackend } from './gpu.ts';
+import { asWebGpu, bestMsPerRun, CALIBRATION_CHECK_TOLERANCE, CALIBRATION_TARGET_MS, dispatch, MAX_WORKGROUPS_PER_DIMENSION, relativeDeviation, type WebGpuBackend } from './gpu.ts';
 import { featuresOf } from './device.ts';
 
 /** Output block of one tiled workgroup (rows and columns of C); 16×16 threads × a 4×4 register block each. */
@@ -562,37 +562,19 @@ export function registerMatmul(): void {
 const CALIBRATION_SKINNY: [number, number, number] = [1, 2048, 2048];
 /** Square sizes tried for the tiled kind, doubling while one of our products stays under CALIBRATION_TARGET_MS. */
 const CALIBRATION_SQUARES = [256, 512, 1024, 2048];
-const CALIBRATION_TARGET_MS = 20;
-/** Products per timing while one is shorter than CALIBRATION_TARGET_MS (a read-back's latency would dominate it). */
-const CALIBRATION_BATCH = 8;
-/** Timings per kernel after the warm-up (which compiles); the best counts. */
-const CALIBRATION_REPS = 2;
 
 /**
- * Milliseconds per product a · b with `kernel`, best of CALIBRATION_REPS after a warm-up, and the product itself (read
- * once, for the check against the reference kernel's).
+ * Milliseconds per product a · b with `kernel` (gpu.ts bestMsPerRun), and the product itself (read once, for the
+ * check against the reference kernel's; that first run compiles the shader).
  */
 async function timedProduct(kernel: MatmulKernel, a: tf.Tensor2D, b: tf.Tensor2D): Promise<{ ms: number; product: Float32Array }> {
   const before = chosen;
   chosen = kernel;
-  const [m, n] = [a.shape[0], b.shape[1]];
-  const timeBatch = async (count: number): Promise<number> => {
-    const t0 = performance.now();
-    const cs = Array.from({ length: count }, () => tf.matMul(a, b));
-    const last = tf.slice(cs[count - 1], [m - 1, n - 1], [1, 1]);
-    await last.data();
-    tf.dispose([...cs, last]);
-    return (performance.now() - t0) / count;
-  };
   try {
     const c = tf.matMul(a, b);
-    const product = (await c.data()) as Float32Array; // also the warm-up (which compiles)
+    const product = (await c.data()) as Float32Array;
     c.dispose();
-    const single = await timeBatch(1);
-    const count = single > CALIBRATION_TARGET_MS ? 1 : CALIBRATION_BATCH;
-    let best = single;
-    for (let i = 0; i < CALIBRATION_REPS; i++) best = Math.min(best, await timeBatch(count));
-    return { ms: best, product };
+    return { ms: await bestMsPerRun(() => tf.matMul(a, b)), product };
   } finally {
     chosen = before;
   }
