@@ -15,23 +15,16 @@
  */
 import * as tf from '@tensorflow/tfjs';
 import { asWebGpu, dispatch, MAX_WORKGROUPS_PER_DIMENSION, ourKernelRuns, type WebGpuBackend } from './gpu.ts';
-import { f16MatmulsActive, SKINNY_MAX_ROWS } from './matmul.ts';
+import { f16MatmulsActive, PER_THREAD, SKINNY_COLS, SKINNY_K_BLOCK, SKINNY_MAX_ROWS, SKINNY_SLICES, TILE, TILE_K, TILE_THREADS } from './matmul.ts';
 
 export const NORM_MATMUL_KERNEL = 'AgentJetNormMatmul';
 export const SWIGLU_MATMUL_KERNEL = 'AgentJetSwigluMatmul';
 
-/** Output block of one tiled workgroup (rows and columns), 16×16 threads × a 4×4 register block each, as matmul.ts. */
-const TILE = 64;
-/** Depth of the K step staged in workgroup memory: A 64×16 + two B tiles 16×64 + the norm's 64×4 + 64 = 13.3 KiB < 16 KiB. */
-const TILE_K = 16;
-const TILE_THREADS = 16;
-const PER_THREAD = TILE / TILE_THREADS;
+// The tiling is matmul.ts's (64×64 outputs per workgroup of 16×16 threads, a K step of 16; skinny: 64 columns, 4
+// K slices, 64 K positions staged). With the norm and a second B tile the tiled shader stages A 64×16 + two B tiles
+// 16×64 + the norm's 64×4 + 64 floats = 13.3 KiB of workgroup memory, under WebGPU's 16 KiB minimum.
 /** Threads per row in the tiled norm pre-pass: 16×16 threads over 64 rows. */
 const NORM_LANES = (TILE_THREADS * TILE_THREADS) / TILE;
-/** Skinny shader: columns per workgroup, K slices (4 × 64 = 256 threads), K positions of A staged per step. */
-const SKINNY_COLS = 64;
-const SKINNY_SLICES = 4;
-const SKINNY_K_BLOCK = 64;
 /** Threads per row in the skinny norm pre-pass: 256 threads over at most SKINNY_MAX_ROWS (8) rows. */
 const SKINNY_NORM_LANES = (SKINNY_COLS * SKINNY_SLICES) / SKINNY_MAX_ROWS;
 

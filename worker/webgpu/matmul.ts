@@ -48,21 +48,21 @@ import { asWebGpu, bestMsPerRun, CALIBRATION_CHECK_TOLERANCE, CALIBRATION_TARGET
 import { featuresOf } from './device.ts';
 
 /** Output block of one tiled workgroup (rows and columns of C); 16×16 threads × a 4×4 register block each. */
-const TILE = 64;
+export const TILE = 64;
 /** Depth of the K step staged in workgroup memory: 64×16 + 16×64 floats = 8 KiB, well under the 16 KiB minimum. */
-const TILE_K = 16;
+export const TILE_K = 16;
 /** Threads per workgroup side in the tiled shader; TILE / TILE_THREADS outputs per thread per side. */
-const TILE_THREADS = 16;
-const PER_THREAD = TILE / TILE_THREADS;
+export const TILE_THREADS = 16;
+export const PER_THREAD = TILE / TILE_THREADS;
 
 /** Rows of A up to which the skinny shader runs (a decode step's batch of sequences); one pipeline per row count. */
 export const SKINNY_MAX_ROWS = 8;
 /** Columns of C per skinny workgroup (one per thread of a K slice). */
-const SKINNY_COLS = 64;
+export const SKINNY_COLS = 64;
 /** K slices per skinny workgroup: 4 × 64 = 256 threads, and four reads of B in flight per column. */
-const SKINNY_SLICES = 4;
+export const SKINNY_SLICES = 4;
 /** K positions of A staged per step in the skinny shader (≤ 8 rows × 64 = 2 KiB). */
-const SKINNY_K_BLOCK = 64;
+export const SKINNY_K_BLOCK = 64;
 
 /**
  * Threads per workgroup of the subgroup skinny shader: 16 subgroups of 8 (lavapipe, Intel), 4 of 32 (NVIDIA), 2 of
