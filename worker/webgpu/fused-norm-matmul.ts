@@ -10,23 +10,9 @@
  */
 import * as tf from '@tensorflow/tfjs';
 import { fusedKernelPays, NORM_MATMUL_KERNEL } from './fused-matmul.ts';
-import { rmsNorm } from './rms-norm.ts';
+import { rmsNorm, rmsNormBackward, rmsNormTerms } from './rms-norm.ts';
 
 type CustomGradientFunc = Parameters<typeof tf.customGrad>[0];
-
-/** r = rsqrt(mean(x²) + eps) [..., 1] and x̂ = x · r, the terms of RMSNorm's gradient. */
-export function normTerms(x: tf.Tensor, eps: number): { r: tf.Tensor; xHat: tf.Tensor } {
-  const r = tf.rsqrt(tf.add(tf.mean(tf.square(x), -1, true), eps)); // [..., 1]
-  return { r, xHat: tf.mul(x, r) };
-}
-
-/** dx and dw of y = x̂ ⊙ w from dy (as rms-norm.ts's gradient), for rows x [N, D]. */
-export function normBackward(dy: tf.Tensor, r: tf.Tensor, xHat: tf.Tensor, w: tf.Tensor): [tf.Tensor, tf.Tensor] {
-  const dxHat = tf.mul(dy, w);
-  const dx = tf.mul(r, tf.sub(dxHat, tf.mul(xHat, tf.mean(tf.mul(dxHat, xHat), -1, true))));
-  const dw = tf.reshape(tf.sum(tf.mul(dy, xHat), 0), w.shape);
-  return [dx, dw];
-}
 
 /** rmsNorm(x, normWeight, eps) · w, x [..., D], w [D, O] → [..., O], in one kernel forward (webgpu only). */
 export function normMatmul<T extends tf.Tensor>(x: T, normWeight: tf.Tensor1D, eps: number, w: tf.Tensor2D): T {
@@ -38,11 +24,11 @@ export function normMatmul<T extends tf.Tensor>(x: T, normWeight: tf.Tensor1D, e
       value: tf.engine().runKernel(NORM_MATMUL_KERNEL, { x: xIn, normWeight: nwIn, b: wIn }, { eps, n, gateOffset: 0, upOffset: 0 }) as tf.Tensor,
       gradFunc: (dy: tf.Tensor, saved: tf.Tensor[]) => {
         const [xs, nws, ws] = saved as tf.Tensor2D[];
-        const { r, xHat } = normTerms(xs, eps);
+        const { r, xHat } = rmsNormTerms(xs, eps);
         const xn = tf.mul(xHat, nws) as tf.Tensor2D; // [N, D], recomputed
         const dxn = tf.matMul(dy as tf.Tensor2D, ws, false, true); // [N, D]
         const dw = tf.matMul(xn, dy as tf.Tensor2D, true, false); // [D, O]
-        const [dx, dnw] = normBackward(dxn, r, xHat, nws);
+        const [dx, dnw] = rmsNormBackward(dxn, r, xHat, nws);
         return [dx, dnw, dw];
       },
     };

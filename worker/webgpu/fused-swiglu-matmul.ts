@@ -11,7 +11,9 @@
  */
 import * as tf from '@tensorflow/tfjs';
 import { fusedKernelPays, SWIGLU_MATMUL_KERNEL } from './fused-matmul.ts';
-import { normBackward, normTerms, PendingNorm } from './fused-norm-matmul.ts';
+import { PendingNorm } from './fused-norm-matmul.ts';
+import { rmsNormBackward, rmsNormTerms } from './rms-norm.ts';
+import { swigluBackward } from './swiglu.ts';
 
 type CustomGradientFunc = Parameters<typeof tf.customGrad>[0];
 
@@ -20,14 +22,6 @@ export type GatedWeights = { gate: tf.Tensor2D; up: tf.Tensor2D } | { gateUp: tf
 
 export class GatedWeightsShapeError extends Error {
   override name = 'GatedWeightsShapeError';
-}
-
-/** silu(g) · u's gradient for g and u (as swiglu.ts's). */
-function swigluBackward(dy: tf.Tensor, g: tf.Tensor, u: tf.Tensor): [tf.Tensor, tf.Tensor] {
-  const s = tf.sigmoid(g);
-  const silu = tf.mul(g, s);
-  const dSilu = tf.mul(s, tf.add(1, tf.mul(g, tf.sub(1, s))));
-  return [tf.mul(tf.mul(dy, u), dSilu), tf.mul(dy, silu)];
 }
 
 /**
@@ -54,7 +48,7 @@ export function swigluMatmul<T extends tf.Tensor>(x: T, weights: GatedWeights, n
         const xs = saved[0] as tf.Tensor2D;
         const nw = norm ? saved[1] : null;
         const ws = saved.slice(norm ? 2 : 1) as tf.Tensor2D[];
-        const terms = nw ? normTerms(xs, eps) : null;
+        const terms = nw ? rmsNormTerms(xs, eps) : null;
         const xn = (terms && nw ? tf.mul(terms.xHat, nw) : xs) as tf.Tensor2D; // [N, D], recomputed
         let dxn: tf.Tensor;
         let dws: tf.Tensor[];
@@ -70,7 +64,7 @@ export function swigluMatmul<T extends tf.Tensor>(x: T, weights: GatedWeights, n
           dws = [tf.matMul(xn, dg, true, false), tf.matMul(xn, du, true, false)];
         }
         if (!terms || !nw) return [dxn, ...dws];
-        const [dx, dnw] = normBackward(dxn, terms.r, terms.xHat, nw);
+        const [dx, dnw] = rmsNormBackward(dxn, terms.r, terms.xHat, nw);
         return [dx, dnw, ...dws];
       },
     };

@@ -95,6 +95,21 @@ export function rmsNormReference<T extends tf.Tensor>(x: T, w: tf.Tensor, eps: n
 
 type CustomGradientFunc = Parameters<typeof tf.customGrad>[0];
 
+/** r = rsqrt(mean(x²) + eps) [..., 1] and x̂ = x · r: the terms of RMSNorm's gradient, recomputed from x. */
+export function rmsNormTerms(x: tf.Tensor, eps: number): { r: tf.Tensor; xHat: tf.Tensor } {
+  const r = tf.rsqrt(tf.add(tf.mean(tf.square(x), -1, true), eps)); // [..., 1]
+  return { r, xHat: tf.mul(x, r) };
+}
+
+/** dx and dw of y = x̂ ⊙ w from dy, x [..., D] (also the fused norm·matmul's, fused-norm-matmul.ts). */
+export function rmsNormBackward(dy: tf.Tensor, r: tf.Tensor, xHat: tf.Tensor, w: tf.Tensor): [tf.Tensor, tf.Tensor] {
+  const d = xHat.shape[xHat.shape.length - 1];
+  const dxHat = tf.mul(dy, w);
+  const dx = tf.mul(r, tf.sub(dxHat, tf.mul(xHat, tf.mean(tf.mul(dxHat, xHat), -1, true))));
+  const dw = tf.reshape(tf.sum(tf.reshape(tf.mul(dy, xHat), [-1, d]), 0), w.shape);
+  return [dx, dw];
+}
+
 /** RMSNorm with its gradient; one kernel forward on webgpu, tf's composition elsewhere. */
 export function rmsNorm<T extends tf.Tensor>(x: T, w: tf.Tensor, eps: number): T {
   if (!ourKernelRuns(RMS_NORM_KERNEL)) return rmsNormReference(x, w, eps);
@@ -104,13 +119,8 @@ export function rmsNorm<T extends tf.Tensor>(x: T, w: tf.Tensor, eps: number): T
       value: tf.engine().runKernel(RMS_NORM_KERNEL, { x: xIn, w: wIn }, { eps }) as tf.Tensor,
       gradFunc: (dy: tf.Tensor, saved: tf.Tensor[]) => {
         const [xs, ws] = saved;
-        const d = xs.shape[xs.shape.length - 1];
-        const r = tf.rsqrt(tf.add(tf.mean(tf.square(xs), -1, true), eps)); // [..., 1]
-        const xHat = tf.mul(xs, r);
-        const dxHat = tf.mul(dy, ws);
-        const dx = tf.mul(r, tf.sub(dxHat, tf.mul(xHat, tf.mean(tf.mul(dxHat, xHat), -1, true))));
-        const dw = tf.reshape(tf.sum(tf.reshape(tf.mul(dy, xHat), [-1, d]), 0), ws.shape);
-        return [dx, dw];
+        const { r, xHat } = rmsNormTerms(xs, eps);
+        return rmsNormBackward(dy, r, xHat, ws);
       },
     };
   }) as unknown as CustomGradientFunc);

@@ -57,6 +57,14 @@ export function swigluReference<T extends tf.Tensor>(gate: T, up: T): T {
 
 type CustomGradientFunc = Parameters<typeof tf.customGrad>[0];
 
+/** silu(g) · u's gradient for g and u from dy (also the fused gate/up product's, fused-swiglu-matmul.ts). */
+export function swigluBackward(dy: tf.Tensor, g: tf.Tensor, u: tf.Tensor): [tf.Tensor, tf.Tensor] {
+  const s = tf.sigmoid(g);
+  const silu = tf.mul(g, s);
+  const dSilu = tf.mul(s, tf.add(1, tf.mul(g, tf.sub(1, s))));
+  return [tf.mul(tf.mul(dy, u), dSilu), tf.mul(dy, silu)];
+}
+
 /** silu(gate) · up with its gradient; one kernel forward on webgpu. */
 export function swiglu<T extends tf.Tensor>(gate: T, up: T): T {
   if (!tf.util.arraysEqual(gate.shape, up.shape)) throw new SwigluShapeError(`gate ${gate.shape} and up ${up.shape} differ`);
@@ -67,10 +75,7 @@ export function swiglu<T extends tf.Tensor>(gate: T, up: T): T {
       value: tf.engine().runKernel(SWIGLU_KERNEL, { gate: g, up: u }) as tf.Tensor,
       gradFunc: (dy: tf.Tensor, saved: tf.Tensor[]) => {
         const [gs, us] = saved;
-        const s = tf.sigmoid(gs);
-        const silu = tf.mul(gs, s);
-        const dSilu = tf.mul(s, tf.add(1, tf.mul(gs, tf.sub(1, s))));
-        return [tf.mul(tf.mul(dy, us), dSilu), tf.mul(dy, silu)];
+        return swigluBackward(dy, gs, us);
       },
     };
   }) as unknown as CustomGradientFunc);
