@@ -27,11 +27,10 @@ import type { DecoderConfig, NamedTensors } from './common/engine.ts';
 import { seededRandom } from './common/random.ts';
 import { ourKernelRuns } from './webgpu/gpu.ts';
 import { PendingNorm } from './webgpu/fused-norm-matmul.ts';
-import { fusedSwiglu } from './webgpu/fused-swiglu-matmul.ts';
+import { gatedUnits } from './webgpu/fused-swiglu-matmul.ts';
 import { f16MatmulsActive } from './webgpu/matmul.ts';
 import { rmsNorm as fusedRmsNorm } from './webgpu/rms-norm.ts';
 import { applyRope as ropeKernel, ROPE_KERNEL } from './webgpu/rope.ts';
-import { swiglu } from './webgpu/swiglu.ts';
 
 // ---------------------------------------------------------------------------------------------------------------
 // Parameters: names, shapes, initialisation
@@ -171,11 +170,6 @@ export type ProjectionInput = tf.Tensor2D | PendingNorm;
 /** x · w as `linear`, x normalised first when it is a PendingNorm (fused into the product on webgpu where it pays). */
 export function project(x: ProjectionInput, w: tf.Tensor2D): tf.Tensor2D {
   return x instanceof PendingNorm ? x.project(w, linear) : linear(x, w);
-}
-
-/** The rows of a projection input, normalised if pending. */
-export function projectionRows(x: ProjectionInput): tf.Tensor2D {
-  return x instanceof PendingNorm ? x.normed() : x;
 }
 
 /**
@@ -436,11 +430,7 @@ export function attention(cfg: DecoderConfig, w: LayerWeights, x: ProjectionInpu
 
 export function mlp(w: LayerWeights, x: ProjectionInput): tf.Tensor2D {
   // Norm, gate/up and silu(g)·up in one kernel on webgpu where it pays (webgpu/fused-swiglu-matmul.ts).
-  const fused = fusedSwiglu(x, { gate: w.gate, up: w.up }); // [N, I]
-  if (fused) return linear(fused, w.down);
-  const xn = projectionRows(x);
-  const g = linear(xn, w.gate); // [N, I]
-  return linear(swiglu(g, linear(xn, w.up)), w.down); // silu(g)·up: one kernel on webgpu, tf's composition elsewhere
+  return linear(gatedUnits(x, { gate: w.gate, up: w.up }, linear), w.down); // [N, I] → [N, D]
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -757,11 +747,7 @@ export function extendStep(cfg: DecoderConfig, w: ModelWeights, host: DecodeHost
     const next = tf.tidy(() => {
       const y = tf.add(x, linear(tf.tensor2d(attnOut, [rows, h * hd]), lw.o)) as tf.Tensor2D; // [rows, D]
       const normed = new PendingNorm(y, lw.postNorm, cfg.rms_norm_eps);
-      const fused = fusedSwiglu(normed, { gateUp: dw.gateUp }); // [rows, I] where the fused kernel pays
-      if (fused) return tf.add(y, linear(fused, lw.down));
-      const gu = linear(normed.normed(), dw.gateUp); // [rows, 2·I]
-      const [g, u] = tf.split(gu, 2, 1); // [rows, I] each
-      return tf.add(y, linear(swiglu(g, u) as tf.Tensor2D, lw.down));
+      return tf.add(y, linear(gatedUnits(normed, { gateUp: dw.gateUp }, linear), lw.down)); // via [rows, I]
     }) as tf.Tensor2D;
     x.dispose();
     x = next;

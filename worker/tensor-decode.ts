@@ -27,12 +27,11 @@ import { ourKernelRuns, recordedTogether } from './webgpu/gpu.ts';
 import { pagedAttention, pagedDecodeRuns } from './webgpu/paged-attention.ts';
 import { PAGE_SLOTS, pagedAppend, type PagedKvPool, type PagedKvSequence, PagedKvShapeError } from './webgpu/paged-kv-cache.ts';
 import { PendingNorm } from './webgpu/fused-norm-matmul.ts';
-import { fusedSwiglu } from './webgpu/fused-swiglu-matmul.ts';
+import { gatedUnits } from './webgpu/fused-swiglu-matmul.ts';
 import { rmsNorm as fusedRmsNorm, RMS_NORM_KERNEL } from './webgpu/rms-norm.ts';
 import { applyRope, ROPE_KERNEL } from './webgpu/rope.ts';
 import { type DeviceSampling, readSamples, sampleOnDevice } from './webgpu/sample.ts';
 import type { SampledStep } from './sampler.ts';
-import { swiglu } from './webgpu/swiglu.ts';
 
 /** Keys/values of one sequence on the device: per layer [KVH, length, hd]. Release with `dispose`. */
 export class TensorKvCache {
@@ -167,7 +166,7 @@ export async function prefillOnDevice(cfg: DecoderConfig, w: ModelWeights, promp
  */
 function decodeLayers(cfg: DecoderConfig, w: ModelWeights, dw: DeviceDecodeWeights, tokens: number[], positions: number[], attend: (l: number, qk: tf.Tensor3D, heads: tf.Tensor3D) => tf.Tensor2D): tf.Tensor2D {
   const n = tokens.length;
-  const { num_attention_heads: h, num_key_value_heads: kvh, head_dim: hd, intermediate_size: inter } = cfg;
+  const { num_attention_heads: h, num_key_value_heads: kvh, head_dim: hd } = cfg;
   const tables = ropeTables(hd, cfg.rope_theta, positions);
   const cos = tf.tensor2d(tables.cos, [n, hd]); // one position per row
   const sin = tf.tensor2d(tables.sin, [n, hd]);
@@ -197,16 +196,9 @@ function decodeLayers(cfg: DecoderConfig, w: ModelWeights, dw: DeviceDecodeWeigh
       qk = tf.add(tf.mul(qk, tf.reshape(cos, [n, 1, hd])), tf.mul(turned, tf.reshape(sin, [n, 1, hd]))) as tf.Tensor3D;
     }
     const y = tf.add(x, linear(attend(l, qk, heads), lw.o)) as tf.Tensor2D;
-    const normed = new PendingNorm(y, lw.postNorm, cfg.rms_norm_eps);
-    const gated = fusedSwiglu(normed, { gateUp: fused.gateUp }); // [n, I]: norm, gate/up and SwiGLU in one kernel where it pays
-    if (gated) {
-      x = tf.add(y, linear(gated, lw.down)) as tf.Tensor2D;
-    } else {
-      const gu = linear(normed.normed(), fused.gateUp); // [n, 2·I]
-      const g = tf.slice(gu, [0, 0], [n, inter]);
-      const u = tf.slice(gu, [0, inter], [n, inter]);
-      x = tf.add(y, linear(swiglu(g, u), lw.down)) as tf.Tensor2D;
-    }
+    // [n, I]: norm, gate/up and SwiGLU in one kernel where it pays.
+    const gated = gatedUnits(new PendingNorm(y, lw.postNorm, cfg.rms_norm_eps), { gateUp: fused.gateUp }, linear);
+    x = tf.add(y, linear(gated, lw.down)) as tf.Tensor2D;
   }
   return linear(norm2d(x, w.norm), w.head); // [n, V]
 }

@@ -10,10 +10,9 @@ import * as tf from '@tensorflow/tfjs';
 import type { DecoderConfig } from '../common/engine.ts';
 import { type FusedMode, fusedKernelsMode, type FusedOp, type FusedUse, FUSED_USES, setFusedKernels, setMeasuredChoice } from './fused-matmul.ts';
 import { PendingNorm } from './fused-norm-matmul.ts';
-import { fusedSwiglu, type GatedWeights } from './fused-swiglu-matmul.ts';
+import { gatedUnits, type GatedWeights } from './fused-swiglu-matmul.ts';
 import { SKINNY_MAX_ROWS } from './matmul.ts';
 import { bestMsPerRun, CALIBRATION_CHECK_TOLERANCE, relativeDeviation } from './gpu.ts';
-import { swiglu } from './swiglu.ts';
 
 /** Rows of a decode step as timed: one sequence (the products are bound by reading the weights up to SKINNY_MAX_ROWS). */
 const DECODE_ROWS = 1;
@@ -58,17 +57,7 @@ function sites(cfg: DecoderConfig, use: FusedUse): { op: FusedOp; site: Site; we
     {
       op: 'swigluMatmul',
       weights: gateUp,
-      site: (x, nw) => {
-        const input = new PendingNorm(x, nw, eps);
-        const fused = fusedSwiglu(input, gated());
-        if (fused) return [fused];
-        const xn = input.normed();
-        if (decode) {
-          const gu = tf.matMul(xn, gateUp[0]);
-          return [swiglu(tf.slice(gu, [0, 0], [-1, inter]), tf.slice(gu, [0, inter], [-1, inter]))];
-        }
-        return [swiglu(tf.matMul(xn, gateUp[0]), tf.matMul(xn, gateUp[1]))];
-      },
+      site: (x, nw) => [gatedUnits(new PendingNorm(x, nw, eps), gated(), (a, b) => tf.matMul(a, b))],
     },
   ];
 }
