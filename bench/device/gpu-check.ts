@@ -30,7 +30,8 @@ import modelBench, { BENCH_CONFIG, QWEN2_5_0_5B } from '../model.ts';
 import { engineCheck } from './engine-check.ts';
 import { formatTable } from '../report.ts';
 import { webgpuFeatures } from '../../worker/webgpu/device.ts';
-import { holdF16Copies, type MatmulKernel, setMatmulKernel, SKINNY_MAX_ROWS, withF16Matmuls } from '../../worker/webgpu/matmul.ts';
+import { holdF16Copies, type MatmulKernel, setMatmulKernel, withF16Matmuls } from '../../worker/webgpu/matmul.ts';
+import { SKINNY_MAX_ROWS } from '../../worker/webgpu/product-wgsl.ts';
 import { readSamples, sampleOnDevice } from '../../worker/webgpu/sample.ts';
 import { allKernelChecks } from '../../worker/webgpu/testing/checks.ts';
 

@@ -11,7 +11,7 @@ import type { DecoderConfig } from '../common/engine.ts';
 import { type FusedMode, fusedKernelsMode, type FusedOp, type FusedUse, FUSED_USES, setFusedKernels, setMeasuredChoice } from './fused-matmul.ts';
 import { PendingNorm } from './fused-norm-matmul.ts';
 import { gatedUnits, type GatedWeights } from './fused-swiglu-matmul.ts';
-import { SKINNY_MAX_ROWS } from './matmul.ts';
+import { SKINNY_MAX_ROWS } from './product-wgsl.ts';
 import { bestMsPerRun, CALIBRATION_CHECK_TOLERANCE, relativeDeviation } from './gpu.ts';
 
 /** Rows of a decode step as timed: one sequence (the products are bound by reading the weights up to SKINNY_MAX_ROWS). */

@@ -6,16 +6,18 @@
  * - an epilogue, SwiGLU: two products share A's tiles, gate = A'·B_g and up = A'·B_u, and each output is
  *   silu(gate) · up from the two accumulators (B_g and B_u may be column ranges of one [K, 2·I] weight, gate/up
  *   fused for decoding: each is read at a column offset with the weight's row stride).
- * Two shapes of work, as in matmul.ts: the tiled shader (64×64 outputs per workgroup, 4×4 per thread) and, for at
- * most SKINNY_MAX_ROWS rows (a decode step), a skinny one (a column per thread, K in four slices, B read once for
- * every row). f32 only: mixed precision's f16 products keep the unfused path (see fusedKernelPays).
+ * Built on product-wgsl.ts's skeletons, as matmul.ts's products are: the tiled shader (64×64 outputs per workgroup,
+ * 4×4 per thread) and, for at most SKINNY_MAX_ROWS rows (a decode step), the skinny one (a column per thread, K in
+ * four slices, B read once for every row). f32 only: mixed precision's f16 products keep the unfused path (see
+ * fusedKernelPays).
  *
  * Whether the fused kernels run is a choice per op and per use (decode, prefill, training), measured on the model's
  * shapes by fused-calibration.ts (AGENTJET_WEBGPU_FUSED or setFusedKernels forces it); until measured they do not.
  */
 import * as tf from '@tensorflow/tfjs';
 import { asWebGpu, dispatch, MAX_WORKGROUPS_PER_DIMENSION, ourKernelRuns, type WebGpuBackend } from './gpu.ts';
-import { f16MatmulsActive, PER_THREAD, SKINNY_COLS, SKINNY_K_BLOCK, SKINNY_MAX_ROWS, SKINNY_SLICES, TILE, TILE_K, TILE_THREADS } from './matmul.ts';
+import { f16MatmulsActive } from './matmul.ts';
+import { type ProductShader, SKINNY_COLS, SKINNY_MAX_ROWS, SKINNY_THREADS, skinnyProductWgsl, TILE, TILE_THREADS, tiledProductWgsl } from './product-wgsl.ts';
 
 export const NORM_MATMUL_KERNEL = 'AgentJetNormMatmul';
 export const SWIGLU_MATMUL_KERNEL = 'AgentJetSwigluMatmul';
@@ -26,7 +28,7 @@ export const SWIGLU_MATMUL_KERNEL = 'AgentJetSwigluMatmul';
 /** Threads per row in the tiled norm pre-pass: 16×16 threads over 64 rows. */
 const NORM_LANES = (TILE_THREADS * TILE_THREADS) / TILE;
 /** Threads per row in the skinny norm pre-pass: 256 threads over at most SKINNY_MAX_ROWS (8) rows. */
-const SKINNY_NORM_LANES = (SKINNY_COLS * SKINNY_SLICES) / SKINNY_MAX_ROWS;
+const SKINNY_NORM_LANES = SKINNY_THREADS / SKINNY_MAX_ROWS;
 
 export class FusedMatmulShapeError extends Error {
   override name = 'FusedMatmulShapeError';
@@ -112,167 +114,43 @@ ${names.map((name, i) => `@group(0) @binding(${i + 1}) var<storage, read> ${name
 /** silu(g) · up, as swiglu.ts: 1 / (1 + e^−g) is 0 where e^−g overflows (g < −88), the limit. */
 const SILU_TIMES = (g: string, up: string) => `${g} / (1.0 + exp(-${g})) * ${up}`;
 
-function tiledWgsl(v: Variant): string {
-  const loadsPerThread = (TILE * TILE_K) / (TILE_THREADS * TILE_THREADS);
-  const loads: string[] = [];
-  for (let i = 0; i < loadsPerThread; i++) {
-    const e = `flat + ${i * TILE_THREADS * TILE_THREADS}`;
-    loads.push(`{ let e = ${e}; let r = e / ${TILE_K}; let kc = e % ${TILE_K}; As[r][kc] = readA(row0, r, k0 + kc); }`);
-    loads.push(`{ let e = ${e}; let kr = e / ${TILE}; let cc = e % ${TILE}; Bg[kr][cc] = readB(k0 + kr, col0 + cc, u.gOff);${v.swiglu ? ' Bu[kr][cc] = readU(k0 + kr, col0 + cc);' : ''} }`);
-  }
-  const inner: string[] = [];
-  for (let j = 0; j < PER_THREAD; j++) inner.push(`let b${j} = Bg[kk][tx + ${j * TILE_THREADS}];${v.swiglu ? ` let c${j} = Bu[kk][tx + ${j * TILE_THREADS}];` : ''}`);
-  for (let i = 0; i < PER_THREAD; i++) {
-    inner.push(`{ let av = As[ty + ${i * TILE_THREADS}][kk];`);
-    for (let j = 0; j < PER_THREAD; j++) {
-      const idx = i * PER_THREAD + j;
-      inner.push(`  acc[${idx}] = fma(av, b${j}, acc[${idx}]);${v.swiglu ? ` accU[${idx}] = fma(av, c${j}, accU[${idx}]);` : ''}`);
-    }
-    inner.push('}');
-  }
-  const stores: string[] = [];
-  for (let i = 0; i < PER_THREAD; i++) {
-    for (let j = 0; j < PER_THREAD; j++) {
-      const idx = i * PER_THREAD + j;
-      const value = v.swiglu ? SILU_TIMES(`acc[${idx}]`, `accU[${idx}]`) : `acc[${idx}]`;
-      stores.push(`{ let row = row0 + ty + ${i * TILE_THREADS}; let col = col0 + tx + ${j * TILE_THREADS};
-    if (row < u.m && col < u.n) { c[row * u.n + col] = ${value}; } }`);
-    }
-  }
-  // Each row's inverse RMS, NORM_LANES threads a row, before the first tile is staged.
-  const normPass = v.norm
-    ? `{
-    let r = flat / ${NORM_LANES};
-    let lane = flat % ${NORM_LANES};
-    let row = row0 + r;
+/**
+ * Each row's inverse RMS into `invs`, before the first tile is staged: the block's NORM_ROWS rows from `row0`,
+ * `lanes` threads a row (`thread` is the thread's index in the workgroup).
+ */
+function normPass(thread: string, lanes: number, row0: string): string {
+  return `{
+    let nr = ${thread} / ${lanes};
+    let lane = ${thread} % ${lanes};
+    let row = ${row0} + nr;
     var s = 0.0;
-    if (row < u.m) { for (var i = lane; i < u.k; i += ${NORM_LANES}) { let x = a[row * u.k + i]; s = fma(x, x, s); } }
-    sq[r][lane] = s;
+    if (nr < NORM_ROWS && row < u.m) { for (var i = lane; i < u.k; i += ${lanes}) { let x = a[row * u.k + i]; s = fma(x, x, s); } }
+    if (nr < NORM_ROWS) { sq[nr][lane] = s; }
     workgroupBarrier();
-    if (lane == 0) {
+    if (lane == 0 && nr < NORM_ROWS) {
       var total = 0.0;
-      for (var j = 0; j < ${NORM_LANES}; j++) { total += sq[r][j]; }
-      invs[r] = inverseSqrt(total / f32(u.k) + u.eps);
+      for (var j = 0; j < ${lanes}; j++) { total += sq[nr][j]; }
+      invs[nr] = inverseSqrt(total / f32(u.k) + u.eps);
     }
     workgroupBarrier();
-  }`
-    : '';
-  return `${header(v)}
-var<workgroup> As : array<array<f32, ${TILE_K}>, ${TILE}>;
-var<workgroup> Bg : array<array<f32, ${TILE}>, ${TILE_K}>;
-${v.swiglu ? `var<workgroup> Bu : array<array<f32, ${TILE}>, ${TILE_K}>;` : ''}
-${v.norm ? `var<workgroup> sq : array<array<f32, ${NORM_LANES}>, ${TILE}>;\nvar<workgroup> invs : array<f32, ${TILE}>;` : ''}
-
-fn readA(row0 : i32, r : i32, kk : i32) -> f32 {
-  let row = row0 + r;
-  if (row >= u.m || kk >= u.k) { return 0.0; }
-  return ${v.norm ? 'a[row * u.k + kk] * invs[r] * wn[kk]' : 'a[row * u.k + kk]'};
-}
-fn readB(kk : i32, col : i32, off : i32) -> f32 {
-  if (kk >= u.k || col >= u.n) { return 0.0; }
-  return bg[kk * u.ldb + off + col];
-}
-${v.swiglu ? `fn readU(kk : i32, col : i32) -> f32 {
-  if (kk >= u.k || col >= u.n) { return 0.0; }
-  return bu[kk * u.ldb + u.uOff + col];
-}` : ''}
-
-@compute @workgroup_size(${TILE_THREADS}, ${TILE_THREADS}, 1)
-fn main(@builtin(local_invocation_id) lid : vec3<u32>, @builtin(workgroup_id) wid : vec3<u32>) {
-  let tx = i32(lid.x);
-  let ty = i32(lid.y);
-  let flat = ty * ${TILE_THREADS} + tx;
-  let row0 = i32(wid.y) * ${TILE};
-  let col0 = i32(wid.x) * ${TILE};
-  ${normPass}
-  var acc : array<f32, ${PER_THREAD * PER_THREAD}>;
-  ${v.swiglu ? `var accU : array<f32, ${PER_THREAD * PER_THREAD}>;` : ''}
-  for (var k0 = 0; k0 < u.k; k0 += ${TILE_K}) {
-    ${loads.join('\n    ')}
-    workgroupBarrier();
-    for (var kk = 0; kk < ${TILE_K}; kk++) {
-      ${inner.join('\n      ')}
-    }
-    workgroupBarrier();
-  }
-  ${stores.join('\n  ')}
-}`;
-}
-
-function skinnyWgsl(v: Variant, rows: number): string {
-  const threads = SKINNY_COLS * SKINNY_SLICES;
-  const perSlice = SKINNY_K_BLOCK / SKINNY_SLICES;
-  const each = (f: (m: number) => string, sep = ' ') => Array.from({ length: rows }, (_, m) => f(m)).join(sep);
-  const sum = (m: number) => `red[0][${m}][cl] + red[1][${m}][cl] + red[2][${m}][cl] + red[3][${m}][cl]`;
-  const normPass = v.norm
-    ? `{
-    let r = t / ${SKINNY_NORM_LANES};
-    let lane = t % ${SKINNY_NORM_LANES};
-    var s = 0.0;
-    if (r < ${rows}) { for (var i = lane; i < u.k; i += ${SKINNY_NORM_LANES}) { let x = a[r * u.k + i]; s = fma(x, x, s); } }
-    sq[r][lane] = s;
-    workgroupBarrier();
-    if (lane == 0 && r < ${rows}) {
-      var total = 0.0;
-      for (var j = 0; j < ${SKINNY_NORM_LANES}; j++) { total += sq[r][j]; }
-      invs[r] = inverseSqrt(total / f32(u.k) + u.eps);
-    }
-    workgroupBarrier();
-  }`
-    : '';
-  const epilogue = v.swiglu
-    ? `${each((m) => `red[slice][${m}][cl] = acc[${m}];`)}
-  workgroupBarrier();
-  var g : array<f32, ${rows}>;
-  if (slice == 0 && col < u.n) { ${each((m) => `g[${m}] = ${sum(m)};`)} }
-  workgroupBarrier();
-  ${each((m) => `red[slice][${m}][cl] = accU[${m}];`)}
-  workgroupBarrier();
-  if (slice == 0 && col < u.n) {
-    ${each((m) => `c[${m} * u.n + col] = ${SILU_TIMES(`g[${m}]`, `(${sum(m)})`)};`, '\n    ')}
-  }`
-    : `${each((m) => `red[slice][${m}][cl] = acc[${m}];`)}
-  workgroupBarrier();
-  if (slice == 0 && col < u.n) {
-    ${each((m) => `c[${m} * u.n + col] = ${sum(m)};`, '\n    ')}
   }`;
-  return `${header(v)}
-var<workgroup> As : array<array<f32, ${SKINNY_K_BLOCK}>, ${rows}>;
-var<workgroup> red : array<array<array<f32, ${SKINNY_COLS}>, ${rows}>, ${SKINNY_SLICES}>;
-${v.norm ? `var<workgroup> sq : array<array<f32, ${SKINNY_NORM_LANES}>, ${SKINNY_MAX_ROWS}>;\nvar<workgroup> invs : array<f32, ${rows}>;` : ''}
-
-@compute @workgroup_size(${threads}, 1, 1)
-fn main(@builtin(local_invocation_index) li : u32, @builtin(workgroup_id) wid : vec3<u32>) {
-  let t = i32(li);
-  let cl = t % ${SKINNY_COLS};
-  let slice = t / ${SKINNY_COLS};
-  let col = i32(wid.x) * ${SKINNY_COLS} + cl;
-  ${normPass}
-  var acc : array<f32, ${rows}>;
-  ${v.swiglu ? `var accU : array<f32, ${rows}>;` : ''}
-  for (var k0 = 0; k0 < u.k; k0 += ${SKINNY_K_BLOCK}) {
-    for (var e = t; e < ${rows * SKINNY_K_BLOCK}; e += ${threads}) {
-      let row = e / ${SKINNY_K_BLOCK};
-      let kk = k0 + e % ${SKINNY_K_BLOCK};
-      var value = 0.0;
-      if (kk < u.k) { value = ${v.norm ? 'a[row * u.k + kk] * invs[row] * wn[kk]' : 'a[row * u.k + kk]'}; }
-      As[row][e % ${SKINNY_K_BLOCK}] = value;
-    }
-    workgroupBarrier();
-    if (col < u.n) {
-      let kEnd = min(${perSlice}, u.k - k0 - slice * ${perSlice});
-      for (var i = 0; i < kEnd; i++) {
-        let kk = slice * ${perSlice} + i;
-        let bv = bg[(k0 + kk) * u.ldb + u.gOff + col];
-        ${v.swiglu ? 'let uv = bu[(k0 + kk) * u.ldb + u.uOff + col];' : ''}
-        ${each((m) => `acc[${m}] = fma(As[${m}][kk], bv, acc[${m}]);${v.swiglu ? ` accU[${m}] = fma(As[${m}][kk], uv, accU[${m}]);` : ''}`)}
-      }
-    }
-    workgroupBarrier();
-  }
-  ${epilogue}
-}`;
 }
+
+/** The fused product in the skeletons' terms, for a block of `rows` rows normalised by `lanes` threads each. */
+function fusedProduct(v: Variant, norm: { rows: number; lanes: number; thread: string; row0: string }): ProductShader {
+  return {
+    header: header(v),
+    workgroupMemory: v.norm ? `const NORM_ROWS = ${norm.rows};\nvar<workgroup> sq : array<array<f32, ${norm.lanes}>, ${norm.rows}>;\nvar<workgroup> invs : array<f32, ${norm.rows}>;` : '',
+    prologue: v.norm ? normPass(norm.thread, norm.lanes, norm.row0) : '',
+    readA: v.norm ? 'a[row * u.k + kk] * invs[r] * wn[kk]' : 'a[row * u.k + kk]',
+    readB: ['bg[kk * u.ldb + u.gOff + col]', ...(v.swiglu ? ['bu[kk * u.ldb + u.uOff + col]'] : [])],
+    output: (sums) => (v.swiglu ? SILU_TIMES(sums[0], sums[1]) : sums[0]),
+    outputIndex: 'row * u.n + col',
+  };
+}
+
+const tiledWgsl = (v: Variant) => tiledProductWgsl(fusedProduct(v, { rows: TILE, lanes: NORM_LANES, thread: 'flat', row0: 'row0' }));
+const skinnyWgsl = (v: Variant, rows: number) => skinnyProductWgsl(fusedProduct(v, { rows, lanes: SKINNY_NORM_LANES, thread: 't', row0: '0' }), rows);
 
 // ---------------------------------------------------------------------------------------------------------------
 // The dispatch

@@ -12,7 +12,8 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { selectBackend } from '../backend.ts';
 import { webgpuFeatures } from './device.ts';
 import { relativeDeviation } from './gpu.ts';
-import { calibrateMatmul, fastestAgreeing, matmulStats, setMatmulKernel, setSubgroupSkinnyThreads, SKINNY_MAX_ROWS, SUBGROUP_SKINNY_THREADS, SubgroupThreadsError } from './matmul.ts';
+import { calibrateMatmul, fastestAgreeing, matmulStats, setMatmulKernel, setSubgroupSkinnyThreads, SUBGROUP_SKINNY_THREADS, SubgroupThreadsError } from './matmul.ts';
+import { SKINNY_MAX_ROWS } from './product-wgsl.ts';
 import { type MatmulCase, matmulCases, matmulChecks, skinnyMatmulCases, SUBGROUP_FEW_THREADS, subgroupFewThreadsChecks } from './testing/checks.ts';
 import { webgpuSkipReason } from './testing/gpu.ts';
 

@@ -2,14 +2,10 @@
  * Our BatchMatMul for the webgpu backend: C[b] = op(A[b]) · op(B[b]), op = transpose or not, float32 results.
  *
  * Shapes of work and their shaders:
- * - tiled (training, prefill): each workgroup of 16×16 threads computes a 64×64 block of C, staging 64×16 of A and
- *   16×64 of B in workgroup memory per step along K; each thread accumulates a 4×4 register block, its rows and
- *   columns 16 apart so that neighbouring threads load and store neighbouring addresses. Tile loads are
- *   bounds-checked (zero outside), so any M, N, K works; the load order follows each operand's layout (transposed or
- *   not) so that global reads stay coalesced.
- * - skinny (decoding: at most SKINNY_MAX_ROWS rows of A, B not transposed): a 64-row tile would idle 63 of 64
- *   threads. Each thread owns one column of C for every row of A and walks a quarter of K, reading B once for all
- *   rows (the step is bound by reading the weights); the four partial sums meet in workgroup memory.
+ * - tiled (training, prefill) and skinny (decoding: at most SKINNY_MAX_ROWS rows of A, B not transposed): the
+ *   skeletons of product-wgsl.ts, filled in here with each operand's layout (transposed or not, batched). Tile
+ *   loads are bounds-checked (zero outside), so any M, N, K works; the load order follows each operand's layout so
+ *   that global reads stay coalesced.
  * - skinny with subgroups (the 'subgroup-*' kernels, where the device has subgroups): the same decode products, and
  *   those with B transposed (a tied head), which the plain skinny shader leaves to the tiled one. A subgroup takes
  *   four columns of C at a time and its lanes split K between them, so that a column's K is walked by a subgroup's
@@ -46,23 +42,7 @@
 import * as tf from '@tensorflow/tfjs';
 import { asWebGpu, bestMsPerRun, CALIBRATION_CHECK_TOLERANCE, CALIBRATION_TARGET_MS, dispatch, MAX_WORKGROUPS_PER_DIMENSION, relativeDeviation, type WebGpuBackend } from './gpu.ts';
 import { featuresOf } from './device.ts';
-
-/** Output block of one tiled workgroup (rows and columns of C); 16×16 threads × a 4×4 register block each. */
-export const TILE = 64;
-/** Depth of the K step staged in workgroup memory: 64×16 + 16×64 floats = 8 KiB, well under the 16 KiB minimum. */
-export const TILE_K = 16;
-/** Threads per workgroup side in the tiled shader; TILE / TILE_THREADS outputs per thread per side. */
-export const TILE_THREADS = 16;
-export const PER_THREAD = TILE / TILE_THREADS;
-
-/** Rows of A up to which the skinny shader runs (a decode step's batch of sequences); one pipeline per row count. */
-export const SKINNY_MAX_ROWS = 8;
-/** Columns of C per skinny workgroup (one per thread of a K slice). */
-export const SKINNY_COLS = 64;
-/** K slices per skinny workgroup: 4 × 64 = 256 threads, and four reads of B in flight per column. */
-export const SKINNY_SLICES = 4;
-/** K positions of A staged per step in the skinny shader (≤ 8 rows × 64 = 2 KiB). */
-export const SKINNY_K_BLOCK = 64;
+import { type ProductShader, SKINNY_COLS, SKINNY_MAX_ROWS, skinnyProductWgsl, TILE, tiledProductWgsl } from './product-wgsl.ts';
 
 /**
  * Threads per workgroup of the subgroup skinny shader: 16 subgroups of 8 (lavapipe, Intel), 4 of 32 (NVIDIA), 2 of
@@ -196,115 +176,24 @@ function bindings(f16: boolean, bHalf: boolean): string {
 const aIndex = (v: Variant) => (v.transposeA ? 'kk * u.m + row' : 'row * u.k + kk');
 const bIndex = (v: Variant) => (v.transposeB ? 'col * u.k + kk' : 'kk * u.n + col');
 
-function tiledWgsl(v: Variant): string {
-  const T = v.f16 ? 'f16' : 'f32';
-  const loadsPerThread = (TILE * TILE_K) / (TILE_THREADS * TILE_THREADS);
-  // Which tile coordinate varies fastest across threads: the one contiguous in memory.
-  const aTileCoord = v.transposeA ? `let r = e % ${TILE}; let kc = e / ${TILE};` : `let r = e / ${TILE_K}; let kc = e % ${TILE_K};`;
-  const bTileCoord = v.transposeB ? `let kr = e % ${TILE_K}; let cc = e / ${TILE_K};` : `let kr = e / ${TILE}; let cc = e % ${TILE};`;
-  const loads: string[] = [];
-  for (let i = 0; i < loadsPerThread; i++) {
-    loads.push(`{ let e = flat + ${i * TILE_THREADS * TILE_THREADS}; ${aTileCoord} As[r][kc] = readA(aOff, row0 + r, k0 + kc); }`);
-    loads.push(`{ let e = flat + ${i * TILE_THREADS * TILE_THREADS}; ${bTileCoord} Bs[kr][cc] = readB(bOff, k0 + kr, col0 + cc); }`);
-  }
-  const inner: string[] = [];
-  for (let j = 0; j < PER_THREAD; j++) inner.push(`let b${j} = f32(Bs[kk][tx + ${j * TILE_THREADS}]);`);
-  for (let i = 0; i < PER_THREAD; i++) {
-    inner.push(`{ let av = f32(As[ty + ${i * TILE_THREADS}][kk]);`);
-    for (let j = 0; j < PER_THREAD; j++) inner.push(`  acc[${i * PER_THREAD + j}] = fma(av, b${j}, acc[${i * PER_THREAD + j}]);`);
-    inner.push('}');
-  }
-  const stores: string[] = [];
-  for (let i = 0; i < PER_THREAD; i++) {
-    for (let j = 0; j < PER_THREAD; j++) {
-      stores.push(`{ let row = row0 + ty + ${i * TILE_THREADS}; let col = col0 + tx + ${j * TILE_THREADS};
-    if (row < u.m && col < u.n) { c[cOff + row * u.n + col] = acc[${i * PER_THREAD + j}]; } }`);
-    }
-  }
-  return `${bindings(v.f16, v.bHalf)}
-var<workgroup> As : array<array<${T}, ${TILE_K}>, ${TILE}>;
-var<workgroup> Bs : array<array<${T}, ${TILE}>, ${TILE_K}>;
-
-fn readA(off : i32, row : i32, kk : i32) -> ${T} {
-  if (row >= u.m || kk >= u.k) { return ${T}(0); }
-  return ${T}(a[off + ${aIndex(v)}]);
-}
-fn readB(off : i32, kk : i32, col : i32) -> ${T} {
-  if (kk >= u.k || col >= u.n) { return ${T}(0); }
-  return ${T}(b[off + ${bIndex(v)}]);
-}
-
-@compute @workgroup_size(${TILE_THREADS}, ${TILE_THREADS}, 1)
-fn main(@builtin(local_invocation_id) lid : vec3<u32>, @builtin(workgroup_id) wid : vec3<u32>) {
-  let tx = i32(lid.x);
-  let ty = i32(lid.y);
-  let flat = ty * ${TILE_THREADS} + tx;
-  let batch = i32(wid.z);
-  let row0 = i32(wid.y) * ${TILE};
-  let col0 = i32(wid.x) * ${TILE};
+/** The plain product in the skeletons' terms: C[b] = A[b] · B[b], each operand in its layout. */
+function plainProduct(v: Variant): ProductShader {
+  return {
+    header: bindings(v.f16, v.bHalf),
+    prologue: `let batch = i32(wid.z);
   let aOff = batch * u.aBatchStride;
   let bOff = batch * u.bBatchStride;
-  let cOff = batch * u.m * u.n;
-  var acc : array<f32, ${PER_THREAD * PER_THREAD}>;
-  for (var k0 = 0; k0 < u.k; k0 += ${TILE_K}) {
-    ${loads.join('\n    ')}
-    workgroupBarrier();
-    for (var kk = 0; kk < ${TILE_K}; kk++) {
-      ${inner.join('\n      ')}
-    }
-    workgroupBarrier();
-  }
-  ${stores.join('\n  ')}
-}`;
+  let cOff = batch * u.m * u.n;`,
+    readA: `a[aOff + ${aIndex(v)}]`,
+    readB: [`b[bOff + ${bIndex(v)}]`],
+    output: ([sum]) => sum,
+    outputIndex: 'cOff + row * u.n + col',
+  };
 }
 
-function skinnyWgsl(v: Variant, rows: number): string {
-  const threads = SKINNY_COLS * SKINNY_SLICES;
-  const perSlice = SKINNY_K_BLOCK / SKINNY_SLICES;
-  const accs = Array.from({ length: rows }, (_, m) => `acc[${m}] = fma(As[${m}][kk], bv, acc[${m}]);`).join(' ');
-  const partials = Array.from({ length: rows }, (_, m) => `red[slice][${m}][cl] = acc[${m}];`).join(' ');
-  const sums = Array.from({ length: rows }, (_, m) => `c[cOff + ${m} * u.n + col] = red[0][${m}][cl] + red[1][${m}][cl] + red[2][${m}][cl] + red[3][${m}][cl];`).join('\n      ');
-  return `${bindings(v.f16, v.bHalf)}
-var<workgroup> As : array<array<f32, ${SKINNY_K_BLOCK}>, ${rows}>;
-var<workgroup> red : array<array<array<f32, ${SKINNY_COLS}>, ${rows}>, ${SKINNY_SLICES}>;
-
-@compute @workgroup_size(${threads}, 1, 1)
-fn main(@builtin(local_invocation_index) li : u32, @builtin(workgroup_id) wid : vec3<u32>) {
-  let t = i32(li);
-  let cl = t % ${SKINNY_COLS};
-  let slice = t / ${SKINNY_COLS};
-  let col = i32(wid.x) * ${SKINNY_COLS} + cl;
-  let batch = i32(wid.z);
-  let aOff = batch * u.aBatchStride;
-  let bOff = batch * u.bBatchStride;
-  let cOff = batch * u.m * u.n;
-  var acc : array<f32, ${rows}>;
-  for (var k0 = 0; k0 < u.k; k0 += ${SKINNY_K_BLOCK}) {
-    for (var e = t; e < ${rows * SKINNY_K_BLOCK}; e += ${threads}) {
-      let row = e / ${SKINNY_K_BLOCK};
-      let kk = k0 + e % ${SKINNY_K_BLOCK};
-      var value = 0.0;
-      if (kk < u.k) { value = f32(a[aOff + ${aIndex(v)}]); }
-      As[row][e % ${SKINNY_K_BLOCK}] = value;
-    }
-    workgroupBarrier();
-    if (col < u.n) {
-      let kEnd = min(${perSlice}, u.k - k0 - slice * ${perSlice});
-      for (var i = 0; i < kEnd; i++) {
-        let kk = slice * ${perSlice} + i;
-        let bv = f32(b[bOff + (k0 + kk) * u.n + col]);
-        ${accs}
-      }
-    }
-    workgroupBarrier();
-  }
-  ${partials}
-  workgroupBarrier();
-  if (slice == 0 && col < u.n) {
-      ${sums}
-  }
-}`;
-}
+const tiledWgsl = (v: Variant) => tiledProductWgsl(plainProduct(v), { tileType: v.f16 ? 'f16' : 'f32', transposeA: v.transposeA, transposeB: v.transposeB });
+/** B not transposed (kindOf sends a transposed B to the tiled or subgroup shader). */
+const skinnyWgsl = (v: Variant, rows: number) => skinnyProductWgsl(plainProduct(v), rows);
 
 /**
  * The subgroup skinny shader: any rows ≤ SKINNY_MAX_ROWS, B transposed or not. Each subgroup takes a group of

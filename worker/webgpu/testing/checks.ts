@@ -13,7 +13,8 @@ import { applyRope as modelApplyRope, rmsNorm as modelRmsNorm, ropeTables } from
 import { behindTrunk, buildPrefixTree, type TreeLayout } from '../../prefix-tree.ts';
 import { attentionStats, MAX_HEAD_DIM } from '../attention.ts';
 import { ELEMENTWISE_WORKGROUP, MAX_WORKGROUPS_PER_DIMENSION } from '../gpu.ts';
-import { holdF16Copies, type MatmulKernel, setMatmulKernel, setSubgroupSkinnyThreads, SKINNY_MAX_ROWS, SUBGROUP_SKINNY_THREADS, withF16Matmuls } from '../matmul.ts';
+import { holdF16Copies, type MatmulKernel, setMatmulKernel, setSubgroupSkinnyThreads, SUBGROUP_SKINNY_THREADS, withF16Matmuls } from '../matmul.ts';
+import { SKINNY_MAX_ROWS } from '../product-wgsl.ts';
 import { type RmsReduction, rmsNorm, setRmsNormReduction } from '../rms-norm.ts';
 import { applyRope } from '../rope.ts';
 import { swiglu, swigluReference } from '../swiglu.ts';

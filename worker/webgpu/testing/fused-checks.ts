@@ -11,7 +11,7 @@ import { tinyConfig } from '../../testing/configs.ts';
 import { type FusedMode, fusedKernelsMode, fusedStats, setFusedKernels } from '../fused-matmul.ts';
 import { normMatmul } from '../fused-norm-matmul.ts';
 import { type GatedWeights, swigluMatmul } from '../fused-swiglu-matmul.ts';
-import { SKINNY_MAX_ROWS } from '../matmul.ts';
+import { SKINNY_MAX_ROWS } from '../product-wgsl.ts';
 import { swigluReference } from '../swiglu.ts';
 import type { Check } from './checks.ts';
 import { randomArray, runOn, worstRatio } from './gpu.ts';
