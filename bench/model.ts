@@ -255,8 +255,9 @@ async function mixedTraining(ctx: BenchContext, backend: string, init: { name: s
  * train_tokens_per_s and train_mfu (engine.trainStep, optimizer included; MFU against the best f32 matmul), the same
  * in mixed precision on webgpu (train_tokens_per_s_mixed, train_mfu_mixed: against the same f32 peak, so that the
  * two compare),
- * decode_tokens_per_s_1 and _32 (KV-cached greedy decoding, one sequence and DECODE_BATCH at once),
- * kernels_per_decode_step (tfjs kernels per decode step, by tf.profile).
+ * decode_tokens_per_s_1 and _32 (KV-cached greedy decoding, one sequence and DECODE_BATCH at once), the same with
+ * the weights read as f16 copies on webgpu with shader-f16 (`*_f16_weights`), kernels_per_decode_step (tfjs
+ * kernels per decode step, by tf.profile).
  */
 async function realModelBench(ctx: BenchContext, name: string): Promise<Record<string, unknown>> {
   const base = REAL_CONFIGS[name];
@@ -333,6 +334,29 @@ async function realModelBench(ctx: BenchContext, name: string): Promise<Record<s
   const decode32 = together.value.reduce((a, r) => a + r.tokens.length, 0) / (together.wallMs / 1000);
   ctx.log(`decode ×${DECODE_BATCH}: ${batchTokens} tokens each, ${decode32.toFixed(1)} tokens/s overall`);
 
+  // The same decoding with the weights read as f16 copies (the f16 matmul kernel, which the fused products follow):
+  // half the bytes per step where decoding is bound by reading them. One sequence for a quarter of the tokens (its
+  // rate excludes the prefill); the batch as many as before, since its rate includes the prefill.
+  const f16Kernel = backend === 'webgpu' && webgpuFeatures()?.shaderF16 ? (webgpuFeatures()?.subgroups ? 'subgroup-f16' : 'tiled-f16') : null;
+  let decodeF16: { one: number; together: number; kernel: string } | null = null;
+  if (f16Kernel) {
+    setMatmulKernel(f16Kernel);
+    try {
+      const f16Tokens = Math.max(4, Math.floor(decodeTokens / 4));
+      await engine.generate({ promptIds: prompt, sampling: greedy(2) }); // the f16 copies are made here, not timed
+      const oneF16 = await engine.generate({ promptIds: prompt, sampling: greedy(f16Tokens) });
+      const togetherF16 = await timed(() => Promise.all(Array.from({ length: DECODE_BATCH }, (_, i) => engine.generate({ promptIds: prompt.map((t) => (t + i) % Math.min(1000, vocab)).slice(0, 8), sampling: greedy(batchTokens) }))));
+      decodeF16 = {
+        one: oneF16.tokens.length / (oneF16.timings.decodeMs / 1000),
+        together: togetherF16.value.reduce((a, r) => a + r.tokens.length, 0) / (togetherF16.wallMs / 1000),
+        kernel: f16Kernel,
+      };
+      ctx.log(`decode with f16 weights (${f16Kernel}): ×1 ${decodeF16.one.toFixed(1)} tokens/s, ×${DECODE_BATCH} ${decodeF16.together.toFixed(1)} tokens/s`);
+    } finally {
+      setMatmulKernel(chosen);
+    }
+  }
+
   // Kernels per decode step: generating 3 tokens vs 1 differs by two decode steps.
   const kernelsOf = async (maxTokens: number) => (await tf.profile(async () => void (await engine.generate({ promptIds: prompt, sampling: greedy(maxTokens) })))).kernels.length;
   const kernelsPerStep = ((await kernelsOf(3)) - (await kernelsOf(1))) / 2;
@@ -362,6 +386,9 @@ async function realModelBench(ctx: BenchContext, name: string): Promise<Record<s
     decode_tokens_per_s_1: round(decode1, 2),
     decode_tokens_per_s_32: round(decode32, 2),
     decode_tokens_measured: `${one.tokens.length} alone, ${batchTokens} × ${DECODE_BATCH} together`,
+    decode_tokens_per_s_1_f16_weights: decodeF16 ? round(decodeF16.one, 2) : 'n/a',
+    decode_tokens_per_s_32_f16_weights: decodeF16 ? round(decodeF16.together, 2) : 'n/a',
+    decode_f16_kernel: decodeF16?.kernel ?? 'n/a (no shader-f16 on webgpu)',
     kernels_per_decode_step: kernelsPerStep,
     our_matmuls: `${matmulStats.tiled} tiled, ${matmulStats.skinny} skinny, ${matmulStats.f16} f16, ${matmulStats.mixed} mixed, ${matmulStats.fallback} to tfjs`,
     bounded: `each phase ≤ ${budgetMs / 1000} s${notes.length ? `; ${notes.join('; ')}` : ''}`,

@@ -15,7 +15,8 @@
 # = select-auto and select-auto-qwen (the measured backend choice on the bench model, on Qwen2.5-0.5B's shapes), kernels (every numerics check of
 # worker/webgpu/*.test.ts against the cpu backend, then our matmul vs tfjs's, f32 and f16, in GFLOP/s),
 # engine-webgpu + engine-wasm (worker/webgpu.test.ts's comparison: same tokens, losses), bench-model-qwen (bench/model.ts
-# --config qwen2.5-0.5b: train_tokens_per_s and train_mfu in f32 and, as `*_mixed`, in mixed precision). It ends by merging every step's JSON into $OUT/gpu-suite-DATE.json: copy that file next to
+# --config qwen2.5-0.5b: train_tokens_per_s and train_mfu in f32 and, as `*_mixed`, in mixed precision; decoding with f32
+# and, as `*_f16_weights`, f16 weights). It ends by merging every step's JSON into $OUT/gpu-suite-DATE.json: copy that file next to
 # the earlier ones (bench/device/h200-DATE.json). At most 8 files come back: the suite writes 8. Each step's timeout
 # bounds it (580 s together); a typical run takes about 5 minutes. Without a GPU, try it on lavapipe first:
 #   OUT=/tmp/suite bash bench/device/gpu-check.sh select-auto kernels-quick bench-model-qwen-quick merge   (after --prepare)
@@ -102,9 +103,9 @@ for s in $steps; do
     bench-model-webgpu) AGENTJET_BACKEND=webgpu step bench-model-webgpu 100 bench-model ;;
     engine-webgpu) step engine-webgpu 90 engine webgpu --bench ;;
     engine-wasm) step engine-wasm 60 engine wasm --bench ;;
-    kernels) step kernels 120 kernels ;;
+    kernels) step kernels 100 kernels ;;
     kernels-quick) step kernels 150 kernels --quick ;;
-    bench-model-qwen) AGENTJET_BACKEND=webgpu step bench-model-qwen 210 bench-model-qwen ;; # 30 s more: the mixed-precision training phase
+    bench-model-qwen) AGENTJET_BACKEND=webgpu step bench-model-qwen 230 bench-model-qwen ;; # 50 s more: mixed-precision training, f16-weight decoding
     bench-model-qwen-quick) AGENTJET_BACKEND=webgpu step bench-model-qwen 210 bench-model-qwen --quick ;;
     merge)
       # One dated JSON of every step's result (a step that crashed left its last line, or nothing: kept as text).

@@ -1,7 +1,7 @@
 /**
  * The fused kernels (fused-norm-matmul.ts, fused-swiglu-matmul.ts) against the unfused compositions on the cpu
  * backend (cases in testing/fused-checks.ts): forward and gradient, decode- and training-shaped rows, both gate/up
- * layouts, with and without the norm; the model's logits and gradients with them forced on, off and on the cpu;
+ * layouts, with and without the norm, f16 weights where the device has shader-f16; the model's logits and gradients with them forced on, off and on the cpu;
  * calibration's choice and report; and the comparisons can fail. Skips only without an adapter.
  */
 import { beforeAll, describe, expect, it } from 'vitest';
@@ -10,13 +10,15 @@ import { selectBackend } from '../backend.ts';
 import { createEngineFromWeights } from '../engine.ts';
 import { initWeights, rmsNorm as modelRmsNorm } from '../model.ts';
 import { tinyByteConfig, tinyConfig } from '../testing/configs.ts';
+import { featuresOf } from './device.ts';
 import { calibrateFusedKernels } from './fused-calibration.ts';
 import { fusedKernelPays, fusedKernelsMode, fusedStats, NORM_MATMUL_KERNEL, setFusedKernels, SWIGLU_MATMUL_KERNEL, UnknownFusedModeError } from './fused-matmul.ts';
 import { normMatmul } from './fused-norm-matmul.ts';
 import { swigluMatmul } from './fused-swiglu-matmul.ts';
+import { asWebGpu } from './gpu.ts';
 import { setMatmulKernel, withF16Matmuls } from './matmul.ts';
 import { swigluReference } from './swiglu.ts';
-import { FUSED_FRACTION, fusedGradientChecks, fusedModelChecks, normMatmulChecks, swigluMatmulChecks } from './testing/fused-checks.ts';
+import { FUSED_FRACTION, fusedF16WeightChecks, fusedGradientChecks, fusedModelChecks, normMatmulChecks, swigluMatmulChecks } from './testing/fused-checks.ts';
 import { kernelsRun, randomArray, runOn, webgpuSkipReason, worstRatio } from './testing/gpu.ts';
 
 const skipReason = await webgpuSkipReason();
@@ -52,6 +54,11 @@ describe.skipIf(skipReason !== null)(`fused RMSNorm/SwiGLU products on webgpu vs
 
   it("gives the model's logits and gradients with fused kernels on as off and as the cpu, dispatching them only when on", async () => {
     pass(await fusedModelChecks());
+  });
+
+  it('reads the f16 copies of the weights where the matmul kernel is an f16 one: within f16 rounding, and on decode rows as the unfused products', async (context) => {
+    if (!featuresOf(asWebGpu(tf.backend()).device).shaderF16) context.skip('the adapter has no shader-f16');
+    pass(await fusedF16WeightChecks());
   });
 
   it('the comparisons can fail: a different eps, and gate and up swapped', async () => {

@@ -8,15 +8,16 @@
  *   fused for decoding: each is read at a column offset with the weight's row stride).
  * Built on product-wgsl.ts's skeletons, as matmul.ts's products are: the tiled shader (64×64 outputs per workgroup,
  * 4×4 per thread) and, for at most SKINNY_MAX_ROWS rows (a decode step), the skinny one (a column per thread, K in
- * four slices, B read once for every row). f32 only: mixed precision's f16 products keep the unfused path (see
- * fusedKernelPays).
+ * four slices, B read once for every row). A, the tiles and the sums are f32; the weights are read from their f16
+ * copies where the plain product's kernel would read them so (a 'tiled-f16' or 'subgroup-f16' choice). Mixed
+ * precision's f16 products keep the unfused path (see fusedKernelPays).
  *
  * Whether the fused kernels run is a choice per op and per use (decode, prefill, training), measured on the model's
  * shapes by fused-calibration.ts (AGENTJET_WEBGPU_FUSED or setFusedKernels forces it); until measured they do not.
  */
 import * as tf from '@tensorflow/tfjs';
 import { asWebGpu, dispatch, MAX_WORKGROUPS_PER_DIMENSION, ourKernelRuns, type WebGpuBackend } from './gpu.ts';
-import { f16MatmulsActive } from './matmul.ts';
+import { f16MatmulsActive, f16WeightFor } from './matmul.ts';
 import { type ProductShader, SKINNY_COLS, SKINNY_MAX_ROWS, SKINNY_THREADS, skinnyProductWgsl, TILE, TILE_THREADS, tiledProductWgsl } from './product-wgsl.ts';
 
 export const NORM_MATMUL_KERNEL = 'AgentJetNormMatmul';
@@ -57,8 +58,8 @@ const measured: Record<FusedOp, Record<FusedUse, boolean>> = {
   swigluMatmul: { decode: false, prefill: false, train: false },
 };
 
-/** Fused dispatches per op since the thread started (tests check that the fused path ran, or did not). */
-export const fusedStats = { normMatmul: 0, swigluMatmul: 0 };
+/** Fused dispatches per op since the thread started, and those that read f16 weights (tests check which path ran). */
+export const fusedStats = { normMatmul: 0, swigluMatmul: 0, f16Weights: 0 };
 
 export function setFusedKernels(m: FusedMode): void {
   if (!FUSED_MODES.includes(m)) throw new UnknownFusedModeError(`unknown fused-kernel mode "${m}" (one of ${FUSED_MODES.join(', ')})`);
@@ -98,6 +99,8 @@ export function fusedKernelPays(op: FusedOp, rows: number): boolean {
 interface Variant {
   norm: boolean;
   swiglu: boolean;
+  /** The weights are bound as their f16 copies (matmul.ts f16WeightFor); A, the tiles and the sums stay f32. */
+  bHalf: boolean;
 }
 
 /** Storage bindings after the output (0), in order; the uniform block follows them. */
@@ -105,9 +108,10 @@ const inputNames = (v: Variant) => ['a', ...(v.norm ? ['wn'] : []), 'bg', ...(v.
 
 function header(v: Variant): string {
   const names = inputNames(v);
-  return `struct U { m : i32, n : i32, k : i32, ldb : i32, gOff : i32, uOff : i32, eps : f32, pad0 : i32, };
+  const type = (name: string) => (v.bHalf && (name === 'bg' || name === 'bu') ? 'f16' : 'f32');
+  return `${v.bHalf ? 'enable f16;\n' : ''}struct U { m : i32, n : i32, k : i32, ldb : i32, gOff : i32, uOff : i32, eps : f32, pad0 : i32, };
 @group(0) @binding(0) var<storage, read_write> c : array<f32>;
-${names.map((name, i) => `@group(0) @binding(${i + 1}) var<storage, read> ${name} : array<f32>;`).join('\n')}
+${names.map((name, i) => `@group(0) @binding(${i + 1}) var<storage, read> ${name} : array<${type(name)}>;`).join('\n')}
 @group(0) @binding(${names.length + 1}) var<uniform> u : U;`;
 }
 
@@ -181,10 +185,14 @@ export function runFusedMatmul(gpu: WebGpuBackend, p: FusedProduct): tf.TensorIn
   if (p.b.shape.length !== 2 || p.b.shape[0] !== k || (p.up && !tf.util.arraysEqual(p.up.shape, p.b.shape))) throw new FusedMatmulShapeError(`rows [${p.x.shape}] against weights [${p.b.shape}]${p.up ? ` and [${p.up.shape}]` : ''}`);
   if (p.gateOffset + p.n > ldb || p.upOffset + p.n > ldb) throw new FusedMatmulShapeError(`${p.n} columns from offsets ${p.gateOffset}, ${p.upOffset} exceed the weight's ${ldb}`);
   if (p.normWeight && !tf.util.arraysEqual(p.normWeight.shape, [k])) throw new FusedMatmulShapeError(`norm weight [${p.normWeight.shape}] for rows of ${k}`);
-  const v: Variant = { norm: p.normWeight !== null, swiglu: p.up !== null };
-  const tag = `${v.norm ? 'norm' : ''}${v.swiglu ? 'swiglu' : ''}`;
   const skinny = m <= SKINNY_MAX_ROWS && Math.ceil(p.n / SKINNY_COLS) <= MAX_WORKGROUPS_PER_DIMENSION;
-  const inputs = [p.x, ...(p.normWeight ? [p.normWeight] : []), p.b, ...(p.up ? [p.up] : [])];
+  // The weights as the plain product of this kind reads them: their f16 copies where its kernel is an f16 one.
+  const gate = f16WeightFor(gpu, p.b, skinny ? 'skinny' : 'tiled');
+  const up = gate && p.up ? f16WeightFor(gpu, p.up, skinny ? 'skinny' : 'tiled') : p.up;
+  const v: Variant = { norm: p.normWeight !== null, swiglu: p.up !== null, bHalf: gate !== null };
+  const tag = `${v.norm ? 'norm' : ''}${v.swiglu ? 'swiglu' : ''}${v.bHalf ? '-f16' : ''}`;
+  const inputs = [p.x, ...(p.normWeight ? [p.normWeight] : []), gate ?? p.b, ...(up ? [up] : [])];
+  if (v.bHalf) fusedStats.f16Weights++;
   const uniforms = [{ i32: m }, { i32: p.n }, { i32: k }, { i32: ldb }, { i32: p.gateOffset }, { i32: p.upOffset }, { f32: p.eps }];
   const outShape = [...p.x.shape.slice(0, -1), p.n];
   return skinny

@@ -84,7 +84,7 @@ export function setSubgroupSkinnyThreads(threads: number): void {
 let chosen: MatmulKernel = 'auto';
 
 /** The two kinds of product, each with its own shader and its own measured choice under 'auto'. */
-type ProductKind = 'skinny' | 'tiled';
+export type ProductKind = 'skinny' | 'tiled';
 /** What 'auto' may run: the f32 kernels (calibration measures them). */
 type AutoKernel = 'tiled-f32' | 'subgroup-f32' | 'tfjs';
 const autoChoice: Record<ProductKind, AutoKernel> = { skinny: 'tiled-f32', tiled: 'tiled-f32' };
@@ -327,6 +327,15 @@ export function releaseStaleF16Copies(): void {
   const gpu = asWebGpu(tf.backend());
   const copies = f16Copies.get(gpu);
   if (copies) sweepF16Copies(gpu, copies);
+}
+
+/**
+ * The f16 copy a product of `kind` reads the weight `b` from where the kernel chosen for that kind on this device
+ * is an f16 one, so that a fused product (fused-matmul.ts) reads the weights' bytes the plain one would; else null
+ * (read as f32). Mixed precision's products have their own held copies and never come here.
+ */
+export function f16WeightFor(gpu: WebGpuBackend, b: tf.TensorInfo, kind: ProductKind): tf.TensorInfo | null {
+  return isF16Kernel(effectiveKernel(gpu.device, kind)) ? f16CopyOf(gpu, b) : null;
 }
 
 /** The held f16 copy of `t`'s data, or null (read as f32 and rounded as staged). */

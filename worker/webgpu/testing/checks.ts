@@ -458,6 +458,7 @@ export async function allKernelChecks(features: { shaderF16: boolean; subgroups:
   checks.push(await rmsNormGradientCheck(), ...(await ropeChecks()), ...(await swigluChecks()), ...(await attentionChecks()), ...(await pagedChecks()), ...(await sampleChecks('workgroup')));
   if (features.subgroups) checks.push(...(await sampleChecks('subgroups')));
   else notRun.push('sample subgroups (no subgroups)');
-  checks.push(...(await fusedChecks())); // fused norm/SwiGLU products (fused-checks.ts)
+  checks.push(...(await fusedChecks(features))); // fused norm/SwiGLU products (fused-checks.ts)
+  if (!features.shaderF16) notRun.push('fused products with f16 weights (no shader-f16)');
   return { checks, notRun };
 }

@@ -9,6 +9,7 @@ import * as tf from '@tensorflow/tfjs';
 import { forward, initWeights, rmsNorm as modelRmsNorm, toParams, fuseWeights } from '../../model.ts';
 import { tinyConfig } from '../../testing/configs.ts';
 import { type FusedMode, fusedKernelsMode, fusedStats, setFusedKernels } from '../fused-matmul.ts';
+import { matmulKernel, setMatmulKernel } from '../matmul.ts';
 import { normMatmul } from '../fused-norm-matmul.ts';
 import { type GatedWeights, swigluMatmul } from '../fused-swiglu-matmul.ts';
 import { SKINNY_MAX_ROWS } from '../product-wgsl.ts';
@@ -186,6 +187,75 @@ export async function fusedGradientChecks(): Promise<Check[]> {
 }
 
 // ---------------------------------------------------------------------------------------------------------------
+// f16 weights: where the matmul kernel is an f16 one, the fused products read the weights' f16 copies
+
+/**
+ * Errors of f16 weights as a fraction of the reference's largest entry: each weight rounded to 11 bits (relative
+ * 2⁻¹¹), summed over K in f32, as matmulGradientCheck's 'tiled-f16' fraction.
+ */
+export const FUSED_F16_FRACTION = 2e-3;
+
+/** Decode-shaped rows (the skinny shader) and training-shaped ones (the tiled shader). */
+const F16_SHAPES: [number[], number][] = [
+  [[1, 130], 70],
+  [[SKINNY_MAX_ROWS, 64], 129],
+  [[33, 65], 17],
+  [[2, 40, 96], 63],
+];
+
+/**
+ * Under the 'tiled-f16' matmul kernel, norm·matmul and swiglu·matmul (gate/up joint and separate) read f16 weights:
+ * each dispatch says so, the result is within f16's rounding of the cpu's f32 one and outside f32's (the weights
+ * really were rounded), and on decode rows it is the unfused products' (which read the same copies and keep A f32)
+ * to f32 summation order.
+ */
+export async function fusedF16WeightChecks(): Promise<Check[]> {
+  const kernelBefore = matmulKernel();
+  const modeBefore = fusedKernelsMode();
+  const out: Check[] = [];
+  try {
+    setMatmulKernel('tiled-f16');
+    for (const [i, [xShape, n]] of F16_SHAPES.entries()) {
+      const decode = size(xShape) / xShape[xShape.length - 1] <= SKINNY_MAX_ROWS;
+      const k = xShape[xShape.length - 1];
+      const sites: { name: string; inputs: Inputs; reference: (...xs: tf.Tensor[]) => tf.Tensor; fused: (...xs: tf.Tensor[]) => tf.Tensor }[] = [
+        {
+          name: `normMatmul f16 weights ${caseName(xShape, n)}`,
+          inputs: [
+            { data: randomArray(size(xShape), 1000 + i, 2), shape: xShape },
+            { data: randomArray(k, 1010 + i, 1.5), shape: [k] },
+            { data: randomArray(k * n, 1020 + i), shape: [k, n] },
+          ],
+          reference: normThenMatmul,
+          fused: (x, nw, w) => normMatmul(x, nw as tf.Tensor1D, EPS, w as tf.Tensor2D),
+        },
+        ...[GATED_VARIANTS[0], GATED_VARIANTS[1]].map((v, j) => ({
+          name: `swigluMatmul f16 weights ${variantName(v)} ${caseName(xShape, n)}`,
+          inputs: gatedInputs(v, xShape, n, 1100 + 10 * i + j),
+          reference: gatedReference(v, n),
+          fused: gatedFused(v),
+        })),
+      ];
+      for (const site of sites) {
+        const want = await runOn('cpu', site.inputs, site.reference);
+        setFusedKernels('on');
+        const { value: got, check } = await counted(site.name, 'f16Weights', 1, () => runOn('webgpu', site.inputs, site.fused));
+        const f16Ratio = Math.max(...got.map((g, o) => worstRatio(g, want[o], FUSED_F16_FRACTION * maxAbs(want[o]), 0)));
+        out.push(check, { name: site.name, ratio: f16Ratio }, { name: `${site.name}: rounded (off f32's by more than f32's tolerance)`, ratio: fractionRatio(got, want) > 1 ? 0 : Infinity });
+        if (!decode) continue;
+        setFusedKernels('off');
+        const unfused = await runOn('webgpu', site.inputs, site.fused);
+        out.push({ name: `${site.name}: as the unfused f16 products`, ratio: fractionRatio(got, unfused) });
+      }
+    }
+  } finally {
+    setMatmulKernel(kernelBefore);
+    setFusedKernels(modeBefore);
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
 // The model: fused forced on against forced off and the cpu
 
 /**
@@ -245,7 +315,8 @@ export async function fusedModelChecks(): Promise<Check[]> {
   return out;
 }
 
-/** Every fused check (the device script's and the test's). */
-export async function fusedChecks(): Promise<Check[]> {
-  return [...(await normMatmulChecks()), ...(await swigluMatmulChecks()), ...(await fusedGradientChecks()), ...(await fusedModelChecks())];
+/** Every fused check (the device script's and the test's); the f16 weights' where the device has shader-f16. */
+export async function fusedChecks(features: { shaderF16: boolean }): Promise<Check[]> {
+  const f16 = features.shaderF16 ? await fusedF16WeightChecks() : [];
+  return [...(await normMatmulChecks()), ...(await swigluMatmulChecks()), ...(await fusedGradientChecks()), ...(await fusedModelChecks()), ...f16];
 }
