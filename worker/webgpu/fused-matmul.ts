@@ -1,8 +1,9 @@
 /**
  * The shaders behind fused-norm-matmul.ts and fused-swiglu-matmul.ts: a product y = A' · B over rows of A [M, K]
  * (leading axes flattened) with up to two things folded in, so that the tensors between them are never written:
- * - a prologue, RMSNorm: each workgroup first reduces the squares of its own rows of A (a pre-pass over the rows its
- *   tile stages anyway) and stages A' = A · rsqrt(mean(A²) + eps) · w_norm into its tiles;
+ * - RMSNorm, folded in: A' = A · rsqrt(mean(A²) + eps) · w_norm; the row's factor is constant along K, so the
+ *   product is taken of A with B scaled by w_norm and scaled by the row's factor at the end, whose sum of squares
+ *   is gathered from the tiles of A as they are staged (no pass over A of its own: see foldedNorm);
  * - an epilogue, SwiGLU: two products share A's tiles, gate = A'·B_g and up = A'·B_u, and each output is
  *   silu(gate) · up from the two accumulators (B_g and B_u may be column ranges of one [K, 2·I] weight, gate/up
  *   fused for decoding: each is read at a column offset with the weight's row stride).
@@ -18,17 +19,17 @@
 import * as tf from '@tensorflow/tfjs';
 import { asWebGpu, dispatch, MAX_WORKGROUPS_PER_DIMENSION, ourKernelRuns, type WebGpuBackend } from './gpu.ts';
 import { f16MatmulsActive, f16WeightFor } from './matmul.ts';
-import { type ProductShader, SKINNY_COLS, SKINNY_MAX_ROWS, SKINNY_THREADS, skinnyProductWgsl, TILE, TILE_THREADS, tiledProductWgsl } from './product-wgsl.ts';
+import { type ProductShader, SKINNY_COLS, SKINNY_K_BLOCK, SKINNY_MAX_ROWS, SKINNY_THREADS, skinnyProductWgsl, TILE, TILE_K, TILE_THREADS, tiledProductWgsl } from './product-wgsl.ts';
 
 export const NORM_MATMUL_KERNEL = 'AgentJetNormMatmul';
 export const SWIGLU_MATMUL_KERNEL = 'AgentJetSwigluMatmul';
 
-// The tiling is matmul.ts's (64×64 outputs per workgroup of 16×16 threads, a K step of 16; skinny: 64 columns, 4
-// K slices, 64 K positions staged). With the norm and a second B tile the tiled shader stages A 64×16 + two B tiles
-// 16×64 + the norm's 64×4 + 64 floats = 13.3 KiB of workgroup memory, under WebGPU's 16 KiB minimum.
-/** Threads per row in the tiled norm pre-pass: 16×16 threads over 64 rows. */
+// The tiling is product-wgsl.ts's (64×64 outputs per workgroup of 16×16 threads, a K step of 16; skinny: 64
+// columns, 4 K slices, 64 K positions staged). With the norm and a second B tile the tiled shader stages A 64×16 + two
+// B tiles 16×64 + the norm's 64×4 + 64 floats = 13.3 KiB of workgroup memory, under WebGPU's 16 KiB minimum.
+/** Threads a row's squares are shared among in the tiled shader: 16×16 threads over 64 rows, 4 of a K step's 16 each. */
 const NORM_LANES = (TILE_THREADS * TILE_THREADS) / TILE;
-/** Threads per row in the skinny norm pre-pass: 256 threads over at most SKINNY_MAX_ROWS (8) rows. */
+/** The same in the skinny shader: 256 threads over at most SKINNY_MAX_ROWS (8) rows, 2 of a block's 64 each. */
 const SKINNY_NORM_LANES = SKINNY_THREADS / SKINNY_MAX_ROWS;
 
 export class FusedMatmulShapeError extends Error {
@@ -119,42 +120,47 @@ ${names.map((name, i) => `@group(0) @binding(${i + 1}) var<storage, read> ${name
 const SILU_TIMES = (g: string, up: string) => `${g} / (1.0 + exp(-${g})) * ${up}`;
 
 /**
- * Each row's inverse RMS into `invs`, before the first tile is staged: the block's NORM_ROWS rows from `row0`,
- * `lanes` threads a row (`thread` is the thread's index in the workgroup).
+ * The norm without a pass of its own: inv(r) = rsqrt(mean(A[r]²) + eps) is constant along K, so
+ * Σ_k A[r,k]·inv(r)·w[k]·B[k,c] = inv(r) · Σ_k A[r,k]·(w[k]·B[k,c]). A is staged as it is, B scaled by the norm
+ * weight as it is read; each thread adds the squares of its share of the staged A to `ss` (`lanes` threads a row,
+ * `thread` its index in the workgroup), the block's rows' sums meet in workgroup memory after the K loop, and each
+ * output is scaled by its row's inv.
  */
-function normPass(thread: string, lanes: number, row0: string): string {
-  return `{
-    let nr = ${thread} / ${lanes};
-    let lane = ${thread} % ${lanes};
-    let row = ${row0} + nr;
-    var s = 0.0;
-    if (nr < NORM_ROWS && row < u.m) { for (var i = lane; i < u.k; i += ${lanes}) { let x = a[row * u.k + i]; s = fma(x, x, s); } }
-    if (nr < NORM_ROWS) { sq[nr][lane] = s; }
-    workgroupBarrier();
-    if (lane == 0 && nr < NORM_ROWS) {
-      var total = 0.0;
-      for (var j = 0; j < ${lanes}; j++) { total += sq[nr][j]; }
-      invs[nr] = inverseSqrt(total / f32(u.k) + u.eps);
-    }
-    workgroupBarrier();
-  }`;
+function foldedNorm(rows: number, lanes: number, stagedK: number, thread: string): Pick<ProductShader, 'workgroupMemory' | 'prologue' | 'afterStaging' | 'beforeStores'> {
+  const share = stagedK / lanes;
+  return {
+    workgroupMemory: `var<workgroup> sq : array<array<f32, ${lanes}>, ${rows}>;\nvar<workgroup> invs : array<f32, ${rows}>;`,
+    prologue: `let nr = ${thread} / ${lanes};
+  let lane = ${thread} % ${lanes};
+  var ss = 0.0;`,
+    afterStaging: `if (nr < ${rows}) { for (var j = 0; j < ${share}; j++) { let x = As[nr][lane * ${share} + j]; ss = fma(x, x, ss); } }`,
+    beforeStores: `if (nr < ${rows}) { sq[nr][lane] = ss; }
+  workgroupBarrier();
+  if (lane == 0 && nr < ${rows}) {
+    var total = 0.0;
+    for (var j = 0; j < ${lanes}; j++) { total += sq[nr][j]; }
+    invs[nr] = inverseSqrt(total / f32(u.k) + u.eps);
+  }
+  workgroupBarrier();`,
+  };
 }
 
-/** The fused product in the skeletons' terms, for a block of `rows` rows normalised by `lanes` threads each. */
-function fusedProduct(v: Variant, norm: { rows: number; lanes: number; thread: string; row0: string }): ProductShader {
+/** The fused product in the skeletons' terms; `norm` folds the RMSNorm in (foldedNorm's arguments). */
+function fusedProduct(v: Variant, norm: Parameters<typeof foldedNorm>): ProductShader {
+  const weight = (name: string, offset: string) => `f32(${name}[kk * u.ldb + ${offset} + col])${v.norm ? ' * wn[kk]' : ''}`;
+  const scaled = (sum: string) => (v.norm ? `invs[r] * ${sum}` : sum);
   return {
     header: header(v),
-    workgroupMemory: v.norm ? `const NORM_ROWS = ${norm.rows};\nvar<workgroup> sq : array<array<f32, ${norm.lanes}>, ${norm.rows}>;\nvar<workgroup> invs : array<f32, ${norm.rows}>;` : '',
-    prologue: v.norm ? normPass(norm.thread, norm.lanes, norm.row0) : '',
-    readA: v.norm ? 'a[row * u.k + kk] * invs[r] * wn[kk]' : 'a[row * u.k + kk]',
-    readB: ['bg[kk * u.ldb + u.gOff + col]', ...(v.swiglu ? ['bu[kk * u.ldb + u.uOff + col]'] : [])],
-    output: (sums) => (v.swiglu ? SILU_TIMES(sums[0], sums[1]) : sums[0]),
+    ...(v.norm ? foldedNorm(...norm) : {}),
+    readA: 'a[row * u.k + kk]',
+    readB: [weight('bg', 'u.gOff'), ...(v.swiglu ? [weight('bu', 'u.uOff')] : [])],
+    output: (sums) => (v.swiglu ? SILU_TIMES(`(${scaled(sums[0])})`, `(${scaled(sums[1])})`) : scaled(sums[0])),
     outputIndex: 'row * u.n + col',
   };
 }
 
-const tiledWgsl = (v: Variant) => tiledProductWgsl(fusedProduct(v, { rows: TILE, lanes: NORM_LANES, thread: 'flat', row0: 'row0' }));
-const skinnyWgsl = (v: Variant, rows: number) => skinnyProductWgsl(fusedProduct(v, { rows, lanes: SKINNY_NORM_LANES, thread: 't', row0: '0' }), rows);
+const tiledWgsl = (v: Variant) => tiledProductWgsl(fusedProduct(v, [TILE, NORM_LANES, TILE_K, 'flat']));
+const skinnyWgsl = (v: Variant, rows: number) => skinnyProductWgsl(fusedProduct(v, [rows, SKINNY_NORM_LANES, SKINNY_K_BLOCK, 't']), rows);
 
 // ---------------------------------------------------------------------------------------------------------------
 // The dispatch

@@ -35,8 +35,12 @@ export interface ProductShader {
   header: string;
   /** Further workgroup arrays (a norm's partial sums). */
   workgroupMemory?: string;
-  /** Statements at the top of `main`, before the K loop (batch offsets, a norm's pre-pass). */
+  /** Statements at the top of `main`, before the K loop (batch offsets). */
   prologue?: string;
+  /** Statements every thread runs once a K step of A is staged in `As` (a norm's sums of squares). */
+  afterStaging?: string;
+  /** Statements every thread runs after the K loop, before the stores (a norm's reduction). */
+  beforeStores?: string;
   /**
    * A's value at row `row` and K position `kk`; `r` is the row within the workgroup's block (for per-row workgroup
    * data). All three are in scope and in range.
@@ -44,7 +48,10 @@ export interface ProductShader {
   readA: string;
   /** Per product, B's value at K position `kk` and column `col`, in scope and in range. */
   readB: readonly string[];
-  /** The value stored from the products' sums (one expression per product), and where it goes (`row`, `col` in scope). */
+  /**
+   * The value stored from the products' sums (one expression per product), and where it goes (`row`, `col` and the
+   * row within the block, `r`, in scope).
+   */
   output: (sums: readonly string[]) => string;
   outputIndex: string;
 }
@@ -88,7 +95,7 @@ export function tiledProductWgsl(s: ProductShader, layout: TiledLayout = {}): st
   for (let i = 0; i < PER_THREAD; i++) {
     for (let j = 0; j < PER_THREAD; j++) {
       const sums = Array.from({ length: products }, (_, p) => `acc${p}[${i * PER_THREAD + j}]`);
-      stores.push(`{ let row = row0 + ty + ${i * TILE_THREADS}; let col = col0 + tx + ${j * TILE_THREADS};
+      stores.push(`{ let r = ty + ${i * TILE_THREADS}; let row = row0 + r; let col = col0 + tx + ${j * TILE_THREADS};
     if (row < u.m && col < u.n) { c[${s.outputIndex}] = ${s.output(sums)}; } }`);
     }
   }
@@ -109,18 +116,20 @@ fn main(@builtin(local_invocation_id) lid : vec3<u32>, @builtin(workgroup_id) wi
   for (var k0 = 0; k0 < u.k; k0 += ${TILE_K}) {
     ${loads.join('\n    ')}
     workgroupBarrier();
+    ${s.afterStaging ?? ''}
     for (var kk = 0; kk < ${TILE_K}; kk++) {
       ${inner.join('\n      ')}
     }
     workgroupBarrier();
   }
+  ${s.beforeStores ?? ''}
   ${stores.join('\n  ')}
 }`;
 }
 
 /**
  * The skinny skeleton for `rows` rows. In `main`, `t` is the thread, `col` its column of C, `slice` its quarter of K;
- * a prologue may use them. With two products, the first's sums meet in workgroup memory before the second's (one
+ * the shader's statements may use them. With two products, the first's sums meet in workgroup memory before the second's (one
  * reduction array serves both).
  */
 export function skinnyProductWgsl(s: ProductShader, rows: number): string {
@@ -141,7 +150,7 @@ export function skinnyProductWgsl(s: ProductShader, rows: number): string {
   const last = products - 1;
   const outputs = eachRow((m) => {
     const sums = Array.from({ length: products }, (_, p) => (p === last ? `(${reduced(m)})` : `sum${p}[${m}]`));
-    return `{ let row = ${m}; c[${s.outputIndex}] = ${s.output(sums)}; }`;
+    return `{ let row = ${m}; let r = ${m}; c[${s.outputIndex}] = ${s.output(sums)}; }`;
   }, '\n    ');
   return `${s.header}
 var<workgroup> As : array<array<f32, ${SKINNY_K_BLOCK}>, ${rows}>;
@@ -166,6 +175,7 @@ fn main(@builtin(local_invocation_index) li : u32, @builtin(workgroup_id) wid : 
       As[r][e % ${SKINNY_K_BLOCK}] = value;
     }
     workgroupBarrier();
+    ${s.afterStaging ?? ''}
     if (col < u.n) {
       let kEnd = min(${perSlice}, u.k - k0 - slice * ${perSlice});
       for (var i = 0; i < kEnd; i++) {
@@ -177,6 +187,7 @@ fn main(@builtin(local_invocation_index) li : u32, @builtin(workgroup_id) wid : 
     }
     workgroupBarrier();
   }
+  ${s.beforeStores ?? ''}
   ${reductions.join('\n  ')}
   ${eachRow((m) => `red[slice][${m}][cl] = acc${last}[${m}];`)}
   workgroupBarrier();
