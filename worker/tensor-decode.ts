@@ -109,11 +109,6 @@ async function readEnds(ends: tf.Tensor2D, vocab: number, picks: DeviceSampling[
   return Array.from({ length: data.length / vocab }, (_, row) => ({ logits: data.slice(row * vocab, (row + 1) * vocab) }));
 }
 
-/** A step's logits [n, V], or with `picks` each row's token and logprob [n, 2] sampled on the device (webgpu/sample.ts). */
-function sampledOrNot(logits: tf.Tensor2D, picks: DeviceSampling[] | null): tf.Tensor2D {
-  return picks ? sampleOnDevice(logits, picks) : logits;
-}
-
 /** Sampling a decode step on the device: each row's pick, and the rows whose logits are read as well. */
 interface StepSampling {
   picks: DeviceSampling[];
@@ -123,9 +118,12 @@ interface StepSampling {
 /** A decode step's outputs: its logits [n, V]; or sampled, the rows' tokens [n, 2] and the asked rows' logits [m, V]. */
 function stepOutputs(logits: tf.Tensor2D, sampling: StepSampling | null): tf.Tensor2D[] {
   if (!sampling) return [logits];
-  const sampled = sampleOnDevice(logits, sampling.picks);
+  const sampled = sampleOnDevice(logits, sampling.picks); // webgpu/sample.ts
   return sampling.logitRows.length > 0 ? [sampled, tf.gather(logits, sampling.logitRows) as tf.Tensor2D] : [sampled];
 }
+
+/** A step's logits [n, V], or with `picks` each row's token and logprob [n, 2] (stepOutputs without logit rows). */
+const sampledOrNot = (logits: tf.Tensor2D, picks: DeviceSampling[] | null): tf.Tensor2D => stepOutputs(logits, picks && { picks, logitRows: [] })[0];
 
 /** Read a sampled step's outputs back (the tokens, and the asked rows' logits where there are any) and release them. */
 async function readSampledStep([picked, rows]: tf.Tensor2D[]): Promise<SampledStep> {
