@@ -725,10 +725,7 @@ export function extendStep(cfg: DecoderConfig, w: ModelWeights, host: DecodeHost
   for (let l = 0; l < w.layers.length; l++) {
     const lw = w.layers[l];
     const dw = host.layers[l];
-    const qkvT = tf.tidy(() => {
-      const qkv = project(new PendingNorm(x, lw.inputNorm, cfg.rms_norm_eps), dw.qkv); // [rows, (H + 2·KVH)·hd]
-      return dw.qkvBias ? tf.add(qkv, dw.qkvBias) : qkv;
-    });
+    const qkvT = tf.tidy(() => new PendingNorm(x, lw.inputNorm, cfg.rms_norm_eps).project(dw.qkv, linear, dw.qkvBias)); // [rows, (H + 2·KVH)·hd]
     const qkv = (qkvT.dataSync() as Float32Array).slice();
     qkvT.dispose();
     for (let i = 0; i < n; i++) {

@@ -22,11 +22,12 @@
  */
 import * as tf from '@tensorflow/tfjs';
 import type { DecoderConfig, GeneratedToken } from './common/engine.ts';
-import { ContextLengthError, type DecodeLayer, disposeDecodeLayers, forward, fusedDecodeLayers, type GroupedKv, layerPrefix, type LayerKv, linear, type ModelWeights, paddedPrompts, type Params, project, rmsNorm, ropeTables, rotateHalfMatrix, treeForward } from './model.ts';
+import { ContextLengthError, type DecodeLayer, disposeDecodeLayers, forward, fusedDecodeLayers, type GroupedKv, layerPrefix, type LayerKv, linear, type ModelWeights, paddedPrompts, type Params, rmsNorm, ropeTables, rotateHalfMatrix, treeForward } from './model.ts';
 import { ourKernelRuns, recordedTogether } from './webgpu/gpu.ts';
 import { pagedAttention, pagedDecodeRuns } from './webgpu/paged-attention.ts';
 import { PAGE_SLOTS, pagedAppend, type PagedKvPool, type PagedKvSequence, PagedKvShapeError } from './webgpu/paged-kv-cache.ts';
 import { PendingNorm } from './webgpu/fused-norm-matmul.ts';
+import { matMulPlus } from './webgpu/matmul-add.ts';
 import { gatedUnits } from './webgpu/fused-swiglu-matmul.ts';
 import { rmsNorm as fusedRmsNorm, RMS_NORM_KERNEL } from './webgpu/rms-norm.ts';
 import { applyRope, ROPE_KERNEL } from './webgpu/rope.ts';
@@ -176,8 +177,8 @@ function decodeLayers(cfg: DecoderConfig, w: ModelWeights, dw: DeviceDecodeWeigh
   for (let l = 0; l < w.layers.length; l++) {
     const lw = w.layers[l];
     const fused = dw.layers[l];
-    let qkv = project(new PendingNorm(x, lw.inputNorm, cfg.rms_norm_eps), fused.qkv); // [n, (H + 2·KVH)·hd]: norm fused in where it pays
-    if (fused.qkvBias) qkv = tf.add(qkv, fused.qkvBias);
+    // [n, (H + 2·KVH)·hd]: the norm fused in where it pays, the bias added in the product's stores.
+    const qkv = new PendingNorm(x, lw.inputNorm, cfg.rms_norm_eps).project(fused.qkv, linear, fused.qkvBias);
     const heads = tf.reshape(qkv, [n, h + 2 * kvh, hd]) as tf.Tensor3D;
     let qk = tf.slice(heads, [0, 0, 0], [n, h + kvh, hd]) as tf.Tensor3D; // queries then keys
     const norm = dw.qkNorm[l];
@@ -193,10 +194,11 @@ function decodeLayers(cfg: DecoderConfig, w: ModelWeights, dw: DeviceDecodeWeigh
       const turned = tf.reshape(tf.matMul(tf.reshape(qk, [n * (h + kvh), hd]) as tf.Tensor2D, dw.rotate), [n, h + kvh, hd]);
       qk = tf.add(tf.mul(qk, tf.reshape(cos, [n, 1, hd])), tf.mul(turned, tf.reshape(sin, [n, 1, hd]))) as tf.Tensor3D;
     }
-    const y = tf.add(x, linear(attend(l, qk, heads), lw.o)) as tf.Tensor2D;
+    // The residual adds happen in the products' stores (matmul-add.ts).
+    const y = matMulPlus(attend(l, qk, heads), lw.o, x);
     // [n, I]: norm, gate/up and SwiGLU in one kernel where it pays.
     const gated = gatedUnits(new PendingNorm(y, lw.postNorm, cfg.rms_norm_eps), { gateUp: fused.gateUp }, linear);
-    x = tf.add(y, linear(gated, lw.down)) as tf.Tensor2D;
+    x = matMulPlus(gated, lw.down, y);
   }
   return linear(norm2d(x, w.norm), w.head); // [n, V]
 }

@@ -18,7 +18,7 @@ import { swigluMatmul } from './fused-swiglu-matmul.ts';
 import { asWebGpu } from './gpu.ts';
 import { setMatmulKernel, withF16Matmuls } from './matmul.ts';
 import { swigluReference } from './swiglu.ts';
-import { FUSED_FRACTION, fusedF16WeightChecks, fusedGradientChecks, fusedModelChecks, normMatmulChecks, swigluMatmulChecks } from './testing/fused-checks.ts';
+import { FUSED_FRACTION, fusedF16WeightChecks, fusedGradientChecks, fusedModelChecks, normMatmulBiasChecks, normMatmulChecks, swigluMatmulChecks } from './testing/fused-checks.ts';
 import { kernelsRun, randomArray, runOn, webgpuSkipReason, worstRatio } from './testing/gpu.ts';
 
 const skipReason = await webgpuSkipReason();
@@ -33,8 +33,9 @@ describe.skipIf(skipReason !== null)(`fused RMSNorm/SwiGLU products on webgpu vs
     await selectBackend('webgpu', { syncReads: false }); // a failed self-check fails here
   });
 
-  it('norm·matmul matches forward on decode, training and batched shapes, in one kernel', async () => {
+  it('norm·matmul matches forward on decode, training and batched shapes, in one kernel, a bias added in it too', async () => {
     pass(await normMatmulChecks());
+    pass(await normMatmulBiasChecks());
     const inputs = [
       { data: randomArray(3 * 9, 1), shape: [3, 9] },
       { data: randomArray(9, 2), shape: [9] },

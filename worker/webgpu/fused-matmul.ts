@@ -102,10 +102,12 @@ interface Variant {
   swiglu: boolean;
   /** The weights are bound as their f16 copies (matmul.ts f16WeightFor); A, the tiles and the sums stay f32. */
   bHalf: boolean;
+  /** A bias per output column is added in the stores (decoding's qkv). */
+  bias: boolean;
 }
 
 /** Storage bindings after the output (0), in order; the uniform block follows them. */
-const inputNames = (v: Variant) => ['a', ...(v.norm ? ['wn'] : []), 'bg', ...(v.swiglu ? ['bu'] : [])];
+const inputNames = (v: Variant) => ['a', ...(v.norm ? ['wn'] : []), 'bg', ...(v.swiglu ? ['bu'] : []), ...(v.bias ? ['bias'] : [])];
 
 function header(v: Variant): string {
   const names = inputNames(v);
@@ -154,7 +156,7 @@ function fusedProduct(v: Variant, norm: Parameters<typeof foldedNorm>): ProductS
     ...(v.norm ? foldedNorm(...norm) : {}),
     readA: 'a[row * u.k + kk]',
     readB: [weight('bg', 'u.gOff'), ...(v.swiglu ? [weight('bu', 'u.uOff')] : [])],
-    output: (sums) => (v.swiglu ? SILU_TIMES(`(${scaled(sums[0])})`, `(${scaled(sums[1])})`) : scaled(sums[0])),
+    output: (sums) => `${v.swiglu ? SILU_TIMES(`(${scaled(sums[0])})`, `(${scaled(sums[1])})`) : scaled(sums[0])}${v.bias ? ' + bias[col]' : ''}`,
     outputIndex: 'row * u.n + col',
   };
 }
@@ -175,6 +177,8 @@ export interface FusedProduct {
   b: tf.TensorInfo;
   /** With SwiGLU, up's weight (may be `b` itself: gate and up as column ranges of one weight). */
   up: tf.TensorInfo | null;
+  /** A bias [n] added to each output row, or null. */
+  bias: tf.TensorInfo | null;
   /** Output columns; each weight's columns start at its offset. */
   n: number;
   gateOffset: number;
@@ -186,18 +190,19 @@ export function runFusedMatmul(gpu: WebGpuBackend, p: FusedProduct): tf.TensorIn
   const k = p.x.shape[p.x.shape.length - 1];
   const m = tf.util.sizeFromShape(p.x.shape) / k;
   const ldb = p.b.shape[1];
-  const dtypes = [p.x, p.b, ...(p.up ? [p.up] : []), ...(p.normWeight ? [p.normWeight] : [])].map((t) => t.dtype);
+  const dtypes = [p.x, p.b, ...(p.up ? [p.up] : []), ...(p.normWeight ? [p.normWeight] : []), ...(p.bias ? [p.bias] : [])].map((t) => t.dtype);
   if (dtypes.some((d) => d !== 'float32')) throw new FusedMatmulShapeError(`float32 operands only, not ${dtypes.join(', ')}`);
   if (p.b.shape.length !== 2 || p.b.shape[0] !== k || (p.up && !tf.util.arraysEqual(p.up.shape, p.b.shape))) throw new FusedMatmulShapeError(`rows [${p.x.shape}] against weights [${p.b.shape}]${p.up ? ` and [${p.up.shape}]` : ''}`);
   if (p.gateOffset + p.n > ldb || p.upOffset + p.n > ldb) throw new FusedMatmulShapeError(`${p.n} columns from offsets ${p.gateOffset}, ${p.upOffset} exceed the weight's ${ldb}`);
   if (p.normWeight && !tf.util.arraysEqual(p.normWeight.shape, [k])) throw new FusedMatmulShapeError(`norm weight [${p.normWeight.shape}] for rows of ${k}`);
+  if (p.bias && !tf.util.arraysEqual(p.bias.shape, [p.n])) throw new FusedMatmulShapeError(`bias [${p.bias.shape}] for ${p.n} columns`);
   const skinny = m <= SKINNY_MAX_ROWS && Math.ceil(p.n / SKINNY_COLS) <= MAX_WORKGROUPS_PER_DIMENSION;
   // The weights as the plain product of this kind reads them: their f16 copies where its kernel is an f16 one.
   const gate = f16WeightFor(gpu, p.b, skinny ? 'skinny' : 'tiled');
   const up = gate && p.up ? f16WeightFor(gpu, p.up, skinny ? 'skinny' : 'tiled') : p.up;
-  const v: Variant = { norm: p.normWeight !== null, swiglu: p.up !== null, bHalf: gate !== null };
-  const tag = `${v.norm ? 'norm' : ''}${v.swiglu ? 'swiglu' : ''}${v.bHalf ? '-f16' : ''}`;
-  const inputs = [p.x, ...(p.normWeight ? [p.normWeight] : []), gate ?? p.b, ...(up ? [up] : [])];
+  const v: Variant = { norm: p.normWeight !== null, swiglu: p.up !== null, bHalf: gate !== null, bias: p.bias !== null };
+  const tag = `${v.norm ? 'norm' : ''}${v.swiglu ? 'swiglu' : ''}${v.bHalf ? '-f16' : ''}${v.bias ? '-bias' : ''}`;
+  const inputs = [p.x, ...(p.normWeight ? [p.normWeight] : []), gate ?? p.b, ...(up ? [up] : []), ...(p.bias ? [p.bias] : [])];
   if (v.bHalf) fusedStats.f16Weights++;
   const uniforms = [{ i32: m }, { i32: p.n }, { i32: k }, { i32: ldb }, { i32: p.gateOffset }, { i32: p.upOffset }, { f32: p.eps }];
   const outShape = [...p.x.shape.slice(0, -1), p.n];
@@ -230,7 +235,7 @@ interface FusedAttrs {
   upOffset: number;
 }
 
-/** Register both kernels: {x, normWeight?, b} → A'·B, and {x, normWeight?, gate, up} → silu(A'·gate)·(A'·up). */
+/** Register both kernels: {x, normWeight?, b, bias?} → A'·B (+ bias), and {x, normWeight?, gate, up} → silu(A'·gate)·(A'·up). */
 export function registerFusedMatmuls(): void {
   const attrsOf = (attrs: unknown) => attrs as FusedAttrs;
   tf.registerKernel({
@@ -239,7 +244,7 @@ export function registerFusedMatmuls(): void {
     kernelFunc: ({ inputs, backend, attrs }) => {
       const a = attrsOf(attrs);
       fusedStats.normMatmul++;
-      return runFusedMatmul(asWebGpu(backend), { x: inputs.x as tf.TensorInfo, normWeight: (inputs.normWeight as tf.TensorInfo | undefined) ?? null, eps: a.eps, b: inputs.b as tf.TensorInfo, up: null, n: a.n, gateOffset: a.gateOffset, upOffset: 0 });
+      return runFusedMatmul(asWebGpu(backend), { x: inputs.x as tf.TensorInfo, normWeight: (inputs.normWeight as tf.TensorInfo | undefined) ?? null, eps: a.eps, b: inputs.b as tf.TensorInfo, up: null, bias: (inputs.bias as tf.TensorInfo | undefined) ?? null, n: a.n, gateOffset: a.gateOffset, upOffset: 0 });
     },
   });
   tf.registerKernel({
@@ -248,7 +253,7 @@ export function registerFusedMatmuls(): void {
     kernelFunc: ({ inputs, backend, attrs }) => {
       const a = attrsOf(attrs);
       fusedStats.swigluMatmul++;
-      return runFusedMatmul(asWebGpu(backend), { x: inputs.x as tf.TensorInfo, normWeight: (inputs.normWeight as tf.TensorInfo | undefined) ?? null, eps: a.eps, b: inputs.gate as tf.TensorInfo, up: inputs.up as tf.TensorInfo, n: a.n, gateOffset: a.gateOffset, upOffset: a.upOffset });
+      return runFusedMatmul(asWebGpu(backend), { x: inputs.x as tf.TensorInfo, normWeight: (inputs.normWeight as tf.TensorInfo | undefined) ?? null, eps: a.eps, b: inputs.gate as tf.TensorInfo, up: inputs.up as tf.TensorInfo, bias: null, n: a.n, gateOffset: a.gateOffset, upOffset: a.upOffset });
     },
   });
 }

@@ -11,7 +11,9 @@ import * as tf from '@tensorflow/tfjs';
 import { selectBackend } from '../backend.ts';
 import { webgpuFeatures } from './device.ts';
 import { matmulStats, setMatmulKernel } from './matmul.ts';
-import { matmulCases, matmulChecks, matmulGradientCheck, mixedMatmulChecks } from './testing/checks.ts';
+import { MatmulAddendShapeError } from './matmul.ts';
+import { matMulPlus } from './matmul-add.ts';
+import { matmulAddChecks, matmulCases, matmulChecks, matmulGradientCheck, mixedMatmulChecks } from './testing/checks.ts';
 import { webgpuSkipReason } from './testing/gpu.ts';
 
 const skipReason = await webgpuSkipReason();
@@ -78,5 +80,27 @@ describe.skipIf(skipReason !== null)(`our webgpu BatchMatMul vs the cpu backend$
     if (!webgpuFeatures()?.shaderF16) ctx.skip();
     const f16 = await matmulGradientCheck('tiled-f16');
     expect(f16.ratio, f16.name).toBeLessThanOrEqual(1);
+  });
+
+  it('adds a residual or a bias in the product\'s stores with every kernel that is ours (one dispatch), and through tfjs\'s Add otherwise', async () => {
+    const features = webgpuFeatures();
+    const checks = [
+      ...(await matmulAddChecks('tiled-f32')),
+      ...(await matmulAddChecks('tfjs')),
+      ...(features?.shaderF16 ? [...(await matmulAddChecks('tiled-f16')), ...(await matmulAddChecks('tiled-f32', { mixed: true }))] : []),
+      ...(features?.subgroups ? await matmulAddChecks('subgroup-f32') : []),
+    ];
+    for (const c of checks) expect(c.ratio, c.name).toBeLessThanOrEqual(1);
+    setMatmulKernel('tiled-f32');
+    const [x, w] = [tf.ones([2, 3]) as tf.Tensor2D, tf.ones([3, 4]) as tf.Tensor2D];
+    expect(() => matMulPlus(x, w, tf.ones([3]))).toThrow(MatmulAddendShapeError);
+    expect(() => matMulPlus(x, w, tf.ones([4, 2]))).toThrow(MatmulAddendShapeError);
+    // Its gradient: the product's, and the addend's (the output's for a residual, summed over rows for a bias).
+    const bias = tf.tensor1d([1, 2, 3, 4]);
+    const [dx, dw, db] = tf.grads((a: tf.Tensor, b: tf.Tensor, c: tf.Tensor) => tf.sum(tf.mul(matMulPlus(a as tf.Tensor2D, b as tf.Tensor2D, c), tf.range(0, 8).reshape([2, 4]))))([x, w, bias]);
+    expect(Array.from(await db.data())).toEqual([4, 6, 8, 10]);
+    expect(Array.from(await dx.data())).toEqual([6, 6, 6, 22, 22, 22]);
+    expect(Array.from(await dw.data())).toEqual([4, 6, 8, 10, 4, 6, 8, 10, 4, 6, 8, 10]);
+    tf.dispose([x, w, bias, dx, dw, db]);
   });
 });

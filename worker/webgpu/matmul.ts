@@ -71,6 +71,10 @@ export class SubgroupThreadsError extends Error {
   override name = 'SubgroupThreadsError';
 }
 
+export class MatmulAddendShapeError extends Error {
+  override name = 'MatmulAddendShapeError';
+}
+
 /**
  * For tests: the subgroup skinny shader's workgroup size (1…SUBGROUP_SKINNY_THREADS; SUBGROUP_SKINNY_THREADS restores it). Fewer threads leave
  * each subgroup several column groups in turn, as a GPU with wide subgroups does (lavapipe's 16 subgroups of 8 in
@@ -94,7 +98,7 @@ const autoChoice: Record<ProductKind, AutoKernel> = { skinny: 'tiled-f32', tiled
  * too; 'fallback': tfjs's kernel ran; 'mixed': inside withF16Matmuls, 'mixedF16Weights' of which read B from a held
  * f16 copy); benchmarks report it, tests check it.
  */
-export const matmulStats = { tiled: 0, skinny: 0, skinnySubgroup: 0, f16: 0, fallback: 0, mixed: 0, mixedF16Weights: 0 };
+export const matmulStats = { tiled: 0, skinny: 0, skinnySubgroup: 0, f16: 0, fallback: 0, mixed: 0, mixedF16Weights: 0, epilogues: 0 };
 
 /** Whether products now run in mixed precision (inside withF16Matmuls). */
 let mixedScope = false;
@@ -157,19 +161,30 @@ interface Variant {
   f16: boolean;
   /** B is bound as f16 storage (an f16 copy); else f32, rounded as staged when `f16`. */
   bHalf: boolean;
+  addend: Addend;
 }
+
+/**
+ * What the epilogue adds to each output (matMulPlus): nothing, a tensor of the output's shape ('rows': a residual)
+ * or one value per column ('columns': a bias). One more read per output, against K per output for the product.
+ */
+export type Addend = 'none' | 'rows' | 'columns';
+
+/** The epilogue's term for the output at `index`, column `col`. */
+const addendTerm = (addend: Addend, index: string, col: string) => (addend === 'rows' ? ` + addend[${index}]` : addend === 'columns' ? ` + addend[${col}]` : '');
 
 const UNIFORMS = `struct U {
   m : i32, n : i32, k : i32, batch : i32,
   aBatchStride : i32, bBatchStride : i32, pad0 : i32, pad1 : i32,
 };`;
 
-function bindings(f16: boolean, bHalf: boolean): string {
+function bindings(f16: boolean, bHalf: boolean, addend: Addend): string {
+  const adds = addend !== 'none';
   return `${f16 ? 'enable f16;\n' : ''}${UNIFORMS}
 @group(0) @binding(0) var<storage, read_write> c : array<f32>;
 @group(0) @binding(1) var<storage, read> a : array<f32>;
 @group(0) @binding(2) var<storage, read> b : array<${bHalf ? 'f16' : 'f32'}>;
-@group(0) @binding(3) var<uniform> u : U;`;
+${adds ? '@group(0) @binding(3) var<storage, read> addend : array<f32>;\n' : ''}@group(0) @binding(${adds ? 4 : 3}) var<uniform> u : U;`;
 }
 
 /** Index of A[row, kk] / B[kk, col] in their batch, in each operand's layout. */
@@ -179,14 +194,14 @@ const bIndex = (v: Variant) => (v.transposeB ? 'col * u.k + kk' : 'kk * u.n + co
 /** The plain product in the skeletons' terms: C[b] = A[b] · B[b], each operand in its layout. */
 function plainProduct(v: Variant): ProductShader {
   return {
-    header: bindings(v.f16, v.bHalf),
+    header: bindings(v.f16, v.bHalf, v.addend),
     prologue: `let batch = i32(wid.z);
   let aOff = batch * u.aBatchStride;
   let bOff = batch * u.bBatchStride;
   let cOff = batch * u.m * u.n;`,
     readA: `a[aOff + ${aIndex(v)}]`,
     readB: [`b[bOff + ${bIndex(v)}]`],
-    output: ([sum]) => sum,
+    output: ([sum]) => `${sum}${addendTerm(v.addend, 'cOff + row * u.n + col', 'col')}`,
     outputIndex: 'cOff + row * u.n + col',
   };
 }
@@ -210,11 +225,11 @@ function skinnySubgroupWgsl(v: Variant, rows: number): string {
   const readB = Array.from({ length: SG_GROUP_COLS }, (_, j) => `readB(bOff, kk, col0 + ${j})`).join(', ');
   const accs = Array.from({ length: rows }, (_, m) => `acc[${m}] = fma(vec4<f32>(f32(a[aOff + aAt(${m}, kk)])), bv, acc[${m}]);`).join('\n        ');
   const stores = Array.from({ length: rows }, (_, m) => `{ let s = subgroupAdd(acc[${m}]);
-        if (rank == 0) { for (var j = 0; j < ${SG_GROUP_COLS}; j++) { if (col0 + j < u.n) { c[cOff + ${m} * u.n + col0 + j] = s[j]; } } } }`).join('\n      ');
+        if (rank == 0) { for (var j = 0; j < ${SG_GROUP_COLS}; j++) { if (col0 + j < u.n) { c[cOff + ${m} * u.n + col0 + j] = s[j]${addendTerm(v.addend, `cOff + ${m} * u.n + col0 + j`, 'col0 + j')}; } } } }`).join('\n      ');
   // Directives first: the extensions, then the diagnostic, then bindings' declarations.
   return `enable subgroups;
 ${v.f16 ? 'enable f16;\n' : ''}diagnostic(off, subgroup_uniformity);
-${bindings(false, v.bHalf)}
+${bindings(false, v.bHalf, v.addend)}
 
 fn aAt(row : i32, kk : i32) -> i32 { return ${aIndex(v)}; }
 fn readB(off : i32, kk : i32, col : i32) -> f32 {
@@ -402,23 +417,29 @@ interface Plan {
   subgroup: boolean;
 }
 
-function runMatmul(gpu: WebGpuBackend, a: tf.TensorInfo, b: tf.TensorInfo, v: Pick<Variant, 'transposeA' | 'transposeB'>, s: MatmulShape, plan: Plan): tf.TensorInfo {
+/** A product's epilogue: the tensor added, and how (Addend). */
+interface Epilogue {
+  addend: tf.TensorInfo;
+  kind: Exclude<Addend, 'none'>;
+}
+
+function runMatmul(gpu: WebGpuBackend, a: tf.TensorInfo, b: tf.TensorInfo, v: Pick<Variant, 'transposeA' | 'transposeB'>, s: MatmulShape, plan: Plan, epilogue: Epilogue | null = null): tf.TensorInfo {
   const { precision } = plan;
   const held = precision === 'mixed' ? heldF16Copy(gpu, b) : null;
   const f16 = precision !== 'f32';
   const bHalf = precision === 'f16' || held !== null;
-  const variant: Variant = { ...v, f16, bHalf };
+  const variant: Variant = { ...v, f16, bHalf, addend: epilogue?.kind ?? 'none' };
   const skinny = precision !== 'mixed' && plan.kind === 'skinny';
   const subgroup = skinny && plan.subgroup;
   const bInput = held ?? (precision === 'f16' ? f16CopyOf(gpu, b) : b);
-  const tag = `${v.transposeA ? 'T' : 'N'}${v.transposeB ? 'T' : 'N'}-${f16 ? 'f16' : 'f32'}${f16 && !bHalf ? '-b32' : ''}`;
+  const tag = `${v.transposeA ? 'T' : 'N'}${v.transposeB ? 'T' : 'N'}-${f16 ? 'f16' : 'f32'}${f16 && !bHalf ? '-b32' : ''}-${variant.addend}`;
   const uniforms = [{ i32: s.m }, { i32: s.n }, { i32: s.k }, { i32: s.batch }, { i32: s.aBatch === 1 ? 0 : s.m * s.k }, { i32: s.bBatch === 1 ? 0 : s.k * s.n }];
   matmulStats[skinny ? 'skinny' : 'tiled']++;
   if (subgroup) matmulStats.skinnySubgroup++;
   if (precision === 'f16') matmulStats.f16++;
   if (precision === 'mixed') matmulStats.mixed++;
   if (held) matmulStats.mixedF16Weights++;
-  const common = { inputs: [a, bInput], output: { shape: s.outShape }, uniforms };
+  const common = { inputs: [a, bInput, ...(epilogue ? [epilogue.addend] : [])], output: { shape: s.outShape }, uniforms };
   if (subgroup) {
     return dispatch(gpu, { ...common, key: `matmul-skinny-sg-${sgThreads}-${s.m}-${tag}`, wgsl: () => skinnySubgroupWgsl(variant, s.m), name: 'MatMulSkinnySubgroup', workgroups: [Math.ceil(s.n / SG_COLS), 1, s.batch] });
   }
@@ -451,6 +472,39 @@ export function registerMatmul(): void {
   };
   tf.unregisterKernel(tf.BatchMatMul, 'webgpu');
   tf.registerKernel({ ...original, kernelFunc: Object.assign(kernelFunc, { ours: true }) });
+}
+
+export const MATMUL_ADD_KERNEL = 'AgentJetMatmulAdd';
+
+/**
+ * Register the product with an epilogue, {a [m, k], b [k, n], addend} → a·b + addend (attrs.addend: 'rows', a
+ * tensor [m, n]; 'columns', a bias [n]): one dispatch wherever our BatchMatMul takes the product (the same shader
+ * and precision, the addend read in its stores); elsewhere (tfjs's kernel chosen, mixed precision) the product and
+ * tfjs's Add, as two.
+ */
+export function registerMatmulAdd(): void {
+  tf.registerKernel({
+    kernelName: MATMUL_ADD_KERNEL,
+    backendName: 'webgpu',
+    kernelFunc: ({ inputs, backend, attrs }) => {
+      const a = inputs.a as tf.TensorInfo;
+      const b = inputs.b as tf.TensorInfo;
+      const addend = inputs.addend as tf.TensorInfo;
+      const kind = (attrs as unknown as { addend: Epilogue['kind'] }).addend;
+      const gpu = asWebGpu(backend);
+      const shape = shapeOf(a, b, false, false);
+      const productKind = shape ? kindOf(gpu.device, shape, false) : 'tiled';
+      const kernel = shape && !mixedScope ? effectiveKernel(gpu.device, productKind) : 'tfjs';
+      if (shape && kernel !== 'tfjs' && addend.dtype === 'float32') {
+        matmulStats.epilogues++;
+        return runMatmul(gpu, a, b, { transposeA: false, transposeB: false }, shape, { precision: isF16Kernel(kernel) ? 'f16' : 'f32', kind: productKind, subgroup: isSubgroupKernel(kernel) }, { addend, kind });
+      }
+      const product = tf.getKernel(tf.BatchMatMul, 'webgpu')!.kernelFunc({ inputs: { a, b }, backend, attrs: { transposeA: false, transposeB: false } }) as tf.TensorInfo;
+      const sum = tf.getKernel(tf.Add, 'webgpu')!.kernelFunc({ inputs: { a: product, b: addend }, backend, attrs: {} }) as tf.TensorInfo;
+      gpu.disposeData(product.dataId);
+      return sum;
+    },
+  });
 }
 
 // ---------------------------------------------------------------------------------------------------------------

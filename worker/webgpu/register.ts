@@ -2,7 +2,8 @@
  * Our WGSL kernels for tfjs's webgpu backend, installed once per thread by worker/backend.ts after it loads
  * tfjs-backend-webgpu and before the backend is first initialised:
  * - the backend's device is created with shader-f16 and subgroups where offered (device.ts);
- * - BatchMatMul is ours (matmul.ts), tfjs's kept as the fallback; AGENTJET_WEBGPU_MATMUL picks the variant;
+ * - BatchMatMul is ours (matmul.ts), tfjs's kept as the fallback; AGENTJET_WEBGPU_MATMUL picks the variant; and
+ *   the same product with an added residual or bias in its stores (matmul-add.ts), for decoding;
  * - RMSNorm, RoPE and SwiGLU are new kernels (AgentJet*), reached through the ops in rms-norm.ts, rope.ts and
  *   swiglu.ts (which take tf's composition on other backends);
  * - RMSNorm fused into the products that read it, and SwiGLU into its gate/up product (fused-matmul.ts), used where
@@ -17,7 +18,7 @@
 import { registerAttention } from './attention.ts';
 import { type FusedMode, registerFusedMatmuls, setFusedKernels } from './fused-matmul.ts';
 import { registerWebGpuBackendWithFeatures } from './device.ts';
-import { type MatmulKernel, registerMatmul, setMatmulKernel } from './matmul.ts';
+import { type MatmulKernel, registerMatmul, registerMatmulAdd, setMatmulKernel } from './matmul.ts';
 import { registerPagedAttention } from './paged-attention.ts';
 import { registerPagedAppend } from './paged-kv-cache.ts';
 import { registerRmsNorm } from './rms-norm.ts';
@@ -35,6 +36,7 @@ export async function installWebGpuKernels(): Promise<void> {
   if (fused) setFusedKernels(fused as FusedMode); // likewise
   await registerWebGpuBackendWithFeatures();
   registerMatmul();
+  registerMatmulAdd();
   registerRmsNorm();
   registerRope();
   registerSwiglu();

@@ -13,7 +13,8 @@ import { applyRope as modelApplyRope, rmsNorm as modelRmsNorm, ropeTables } from
 import { behindTrunk, buildPrefixTree, type TreeLayout } from '../../prefix-tree.ts';
 import { attentionStats, MAX_HEAD_DIM } from '../attention.ts';
 import { ELEMENTWISE_WORKGROUP, MAX_WORKGROUPS_PER_DIMENSION } from '../gpu.ts';
-import { holdF16Copies, type MatmulKernel, setMatmulKernel, setSubgroupSkinnyThreads, SUBGROUP_SKINNY_THREADS, withF16Matmuls } from '../matmul.ts';
+import { matMulPlus } from '../matmul-add.ts';
+import { holdF16Copies, type MatmulKernel, matmulStats, setMatmulKernel, setSubgroupSkinnyThreads, SUBGROUP_SKINNY_THREADS, withF16Matmuls } from '../matmul.ts';
 import { SKINNY_MAX_ROWS } from '../product-wgsl.ts';
 import { type RmsReduction, rmsNorm, setRmsNormReduction } from '../rms-norm.ts';
 import { applyRope } from '../rope.ts';
@@ -129,6 +130,46 @@ export async function matmulChecks(kernel: MatmulKernel, cases = matmulCases()):
       ratio: worstRatio(got, want, tol.atol + tol.atolPerSqrtK * sqrtK, tol.rtol),
       f32Ratio: worstRatio(got, want, MATMUL_F32.atol + MATMUL_F32.atolPerSqrtK * sqrtK, MATMUL_F32.rtol),
     });
+  }
+  return out;
+}
+
+/** Products [m, k] · [k, n] with an addend: decode rows (the skinny and subgroup shaders) and training rows (tiled). */
+const MATMUL_ADD_SHAPES: [number, number, number][] = [
+  [1, 65, 70],
+  [5, 33, 129],
+  [33, 65, 17],
+  [70, 130, 65],
+];
+
+/**
+ * matMulPlus (matmul-add.ts) with `kernel`, a residual [m, n] and a bias [n] added, against the cpu's product and
+ * add, within the kernel's tolerance; and whether the addend went into the product's stores (one dispatch) where our
+ * product runs, or (tfjs's kernel, mixed precision) into tfjs's Add.
+ */
+export async function matmulAddChecks(kernel: MatmulKernel, options: { mixed?: boolean } = {}): Promise<Check[]> {
+  const out: Check[] = [];
+  setMatmulKernel(kernel);
+  const tol = kernel === 'tiled-f16' || kernel === 'subgroup-f16' || options.mixed ? MATMUL_F16 : MATMUL_F32;
+  const fused = kernel !== 'tfjs' && !options.mixed;
+  for (const [i, [m, k, n]] of MATMUL_ADD_SHAPES.entries()) {
+    for (const kind of ['residual', 'bias'] as const) {
+      const inputs = [
+        { data: randomArray(m * k, 1200 + i), shape: [m, k] },
+        { data: randomArray(k * n, 1210 + i), shape: [k, n] },
+        kind === 'residual' ? { data: randomArray(m * n, 1220 + i, 3), shape: [m, n] } : { data: randomArray(n, 1230 + i, 3), shape: [n] },
+      ];
+      const [want] = await runOn('cpu', inputs, (a, b, c) => tf.add(tf.matMul(a as tf.Tensor2D, b as tf.Tensor2D), c));
+      const before = matmulStats.epilogues;
+      const plus = (a: tf.Tensor, b: tf.Tensor, c: tf.Tensor) => matMulPlus(a as tf.Tensor2D, b as tf.Tensor2D, c);
+      const [got] = await runOn('webgpu', inputs, options.mixed ? (a, b, c) => withF16Matmuls(() => plus(a, b, c)) : plus);
+      const ran = matmulStats.epilogues - before;
+      const name = `matMulPlus [${m}, ${k}]·[${k}, ${n}] + ${kind} ${kernel}${options.mixed ? ' mixed' : ''}`;
+      out.push(
+        { name, ratio: worstRatio(got, want, tol.atol + tol.atolPerSqrtK * Math.sqrt(k), tol.rtol) },
+        { name: `${name}: ${ran} epilogue dispatches, ${fused ? 1 : 0} wanted`, ratio: ran === (fused ? 1 : 0) ? 0 : Infinity },
+      );
+    }
   }
   return out;
 }
@@ -451,6 +492,9 @@ export async function allKernelChecks(features: { shaderF16: boolean; subgroups:
     if (features.shaderF16) checks.push(...(await matmulChecks('subgroup-f16', cases)));
     checks.push(...(await subgroupFewThreadsChecks()));
   } else notRun.push('matmul subgroup-f32 and subgroup-f16 (no subgroups)');
+  checks.push(...(await matmulAddChecks('tiled-f32')), ...(await matmulAddChecks('tfjs')));
+  if (features.shaderF16) checks.push(...(await matmulAddChecks('tiled-f16')), ...(await matmulAddChecks('tiled-f32', { mixed: true })));
+  if (features.subgroups) checks.push(...(await matmulAddChecks('subgroup-f32')));
   setMatmulKernel('tiled-f32');
   checks.push(...(await rmsNormChecks('workgroup')));
   if (features.subgroups) checks.push(...(await rmsNormChecks('subgroups')));

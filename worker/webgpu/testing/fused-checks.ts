@@ -139,6 +139,31 @@ export async function normMatmulChecks(): Promise<Check[]> {
   return out;
 }
 
+/** norm·matmul with a bias in its stores (decoding's qkv), forward and gradients (the bias's too), against the cpu. */
+export async function normMatmulBiasChecks(): Promise<Check[]> {
+  const out: Check[] = [];
+  for (const [i, [xShape, n]] of [FUSED_SHAPES[0], FUSED_SHAPES[3], FUSED_SHAPES[10]].entries()) {
+    const k = xShape[xShape.length - 1];
+    const rows = size(xShape) / k;
+    const inputs = [
+      { data: randomArray(size(xShape), 1300 + i, 2), shape: xShape },
+      { data: randomArray(k, 1310 + i, 1.5), shape: [k] },
+      { data: randomArray(k * n, 1320 + i), shape: [k, n] },
+      { data: randomArray(n, 1330 + i, 3), shape: [n] },
+    ];
+    const reference = (x: tf.Tensor, nw: tf.Tensor, w: tf.Tensor, b: tf.Tensor) => tf.add(normThenMatmul(x, nw, w), b);
+    const fused = (x: tf.Tensor, nw: tf.Tensor, w: tf.Tensor, b: tf.Tensor) => normMatmul(x, nw as tf.Tensor1D, EPS, w as tf.Tensor2D, b as tf.Tensor1D);
+    const withCotangent = [...inputs, { data: randomArray(rows * n, 1340 + i), shape: [...xShape.slice(0, -1), n] }];
+    // The cpu's first: the checks leave webgpu active.
+    const [want, wantG] = [await runOn('cpu', inputs, reference), await runOn('cpu', withCotangent, withGrads(reference))];
+    const name = `normMatmul + bias ${caseName(xShape, n)}`;
+    const { value: got, check } = await counted(name, 'normMatmul', 1, () => runOn('webgpu', inputs, fused));
+    const gotG = await runOn('webgpu', withCotangent, withGrads(fused));
+    out.push(check, { name, ratio: fractionRatio(got, want) }, { name: `${name} gradients (x, norm weight, w, bias)`, ratio: fractionRatio(gotG, wantG) });
+  }
+  return out;
+}
+
 export async function swigluMatmulChecks(): Promise<Check[]> {
   const out: Check[] = [];
   for (const [i, [xShape, n]] of FUSED_SHAPES.entries()) {
@@ -318,5 +343,5 @@ export async function fusedModelChecks(): Promise<Check[]> {
 /** Every fused check (the device script's and the test's); the f16 weights' where the device has shader-f16. */
 export async function fusedChecks(features: { shaderF16: boolean }): Promise<Check[]> {
   const f16 = features.shaderF16 ? await fusedF16WeightChecks() : [];
-  return [...(await normMatmulChecks()), ...(await swigluMatmulChecks()), ...(await fusedGradientChecks()), ...(await fusedModelChecks()), ...f16];
+  return [...(await normMatmulChecks()), ...(await normMatmulBiasChecks()), ...(await swigluMatmulChecks()), ...(await fusedGradientChecks()), ...(await fusedModelChecks()), ...f16];
 }
