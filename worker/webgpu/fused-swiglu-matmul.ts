@@ -13,7 +13,7 @@ import * as tf from '@tensorflow/tfjs';
 import { fusedKernelPays, SWIGLU_MATMUL_KERNEL } from './fused-matmul.ts';
 import { PendingNorm } from './fused-norm-matmul.ts';
 import { rmsNormBackward, rmsNormTerms } from './rms-norm.ts';
-import { swiglu, swigluBackward } from './swiglu.ts';
+import { swiglu, swigluBackward, swigluHalves } from './swiglu.ts';
 
 type CustomGradientFunc = Parameters<typeof tf.customGrad>[0];
 
@@ -75,15 +75,13 @@ export function swigluMatmul<T extends tf.Tensor>(x: T, weights: GatedWeights, n
 /**
  * silu(gate) · up [N, I] of the MLP's input `x` (normalised rows, or a PendingNorm whose norm the kernel then
  * applies): one kernel where that pays; elsewhere the normalised rows times the weights by `product` (the caller's:
- * model.ts's linear), once for a gate/up weight and then split, and SwiGLU (one kernel on webgpu, tf's composition
- * elsewhere).
+ * model.ts's linear), once for a gate/up weight, and SwiGLU (one kernel on webgpu, reading a gate/up product's
+ * halves in place; tf's composition elsewhere).
  */
 export function gatedUnits(x: tf.Tensor2D | PendingNorm, weights: GatedWeights, product: (x: tf.Tensor2D, w: tf.Tensor2D) => tf.Tensor2D): tf.Tensor2D {
   const rows = x instanceof PendingNorm ? x.x : x;
   if (fusedKernelPays('swigluMatmul', rows.shape[0])) return swigluMatmul(rows, weights, x instanceof PendingNorm ? { weight: x.weight, eps: x.eps } : null);
   const xn = x instanceof PendingNorm ? x.normed() : x;
   if (!('gateUp' in weights)) return swiglu(product(xn, weights.gate), product(xn, weights.up));
-  const gu = product(xn, weights.gateUp); // [N, 2·I]
-  const [g, u] = tf.split(gu, 2, 1) as tf.Tensor2D[]; // [N, I] each
-  return swiglu(g, u);
+  return swigluHalves(product(xn, weights.gateUp)); // [N, 2·I] → [N, I]
 }

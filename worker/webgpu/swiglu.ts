@@ -14,36 +14,45 @@ export class SwigluShapeError extends Error {
   override name = 'SwigluShapeError';
 }
 
-const WGSL = `struct U { total : i32, pad0 : i32, pad1 : i32, pad2 : i32, };
+/**
+ * Two layouts: gate and up as two tensors of one shape, or ('halves') one tensor [N, 2·I] holding each row's gate
+ * then its up (decoding's gate/up product), read in place instead of split into two copies first.
+ */
+function wgsl(halves: boolean): string {
+  const [gateAt, upAt] = halves ? ['gate[i / u.width * 2 * u.width + i % u.width]', 'gate[i / u.width * 2 * u.width + u.width + i % u.width]'] : ['gate[i]', 'up[i]'];
+  return `struct U { total : i32, width : i32, pad1 : i32, pad2 : i32, };
 @group(0) @binding(0) var<storage, read_write> y : array<f32>;
 @group(0) @binding(1) var<storage, read> gate : array<f32>;
-@group(0) @binding(2) var<storage, read> up : array<f32>;
-@group(0) @binding(3) var<uniform> u : U;
+${halves ? '' : '@group(0) @binding(2) var<storage, read> up : array<f32>;\n'}@group(0) @binding(${halves ? 2 : 3}) var<uniform> u : U;
 
 @compute @workgroup_size(${ELEMENTWISE_WORKGROUP}, 1, 1)
 fn main(${GRID_BUILTINS}) {
   let i = ${FLAT_INDEX};
   if (i >= u.total) { return; }
-  let g = gate[i];
+  let g = ${gateAt};
   // 1 / (1 + e^−g): e^−g overflows to +inf for g < −88, giving 0, the limit.
-  y[i] = g / (1.0 + exp(-g)) * up[i];
+  y[i] = g / (1.0 + exp(-g)) * ${upAt};
 }`;
+}
 
-/** Register the webgpu kernel: inputs {gate, up} of one shape. */
+/** Register the webgpu kernel: inputs {gate, up} of one shape, or {gate} [N, 2·I] alone (its halves). */
 export function registerSwiglu(): void {
   tf.registerKernel({
     kernelName: SWIGLU_KERNEL,
     backendName: 'webgpu',
     kernelFunc: ({ inputs, backend }) => {
       const gate = inputs.gate as tf.TensorInfo;
-      const total = tf.util.sizeFromShape(gate.shape);
+      const halves = inputs.up === undefined;
+      const width = halves ? gate.shape[gate.shape.length - 1] / 2 : gate.shape[gate.shape.length - 1];
+      const shape = halves ? [...gate.shape.slice(0, -1), width] : gate.shape;
+      const total = tf.util.sizeFromShape(shape);
       return dispatch(asWebGpu(backend), {
-        key: 'swiglu',
-        wgsl: () => WGSL,
+        key: halves ? 'swiglu-halves' : 'swiglu',
+        wgsl: () => wgsl(halves),
         name: 'Swiglu',
-        inputs: [gate, inputs.up as tf.TensorInfo],
-        output: { shape: gate.shape },
-        uniforms: [{ i32: total }],
+        inputs: halves ? [gate] : [gate, inputs.up as tf.TensorInfo],
+        output: { shape },
+        uniforms: [{ i32: total }, { i32: width }],
         workgroups: gridFor(Math.ceil(total / ELEMENTWISE_WORKGROUP)),
       });
     },
@@ -80,4 +89,28 @@ export function swiglu<T extends tf.Tensor>(gate: T, up: T): T {
     };
   }) as unknown as CustomGradientFunc);
   return f(gate, up) as T;
+}
+
+/**
+ * silu(g) · u of gu [N, 2·I] holding each row's gate then its up (decoding's gate/up product) → [N, I], with its
+ * gradient; one kernel forward on webgpu, reading the halves in place; a split and swiglu elsewhere.
+ */
+export function swigluHalves(gu: tf.Tensor2D): tf.Tensor2D {
+  const width = gu.shape[1];
+  if (width % 2 !== 0) throw new SwigluShapeError(`gate/up rows of ${width}, not an even width`);
+  if (!ourKernelRuns(SWIGLU_KERNEL)) {
+    const [g, u] = tf.split(gu, 2, 1) as tf.Tensor2D[];
+    return swigluReference(g, u);
+  }
+  const f = tf.customGrad(((x: tf.Tensor, save: tf.GradSaveFunc) => {
+    save([x]);
+    return {
+      value: tf.engine().runKernel(SWIGLU_KERNEL, { gate: x }) as tf.Tensor,
+      gradFunc: (dy: tf.Tensor, saved: tf.Tensor[]) => {
+        const [g, u] = tf.split(saved[0], 2, 1);
+        return tf.concat(swigluBackward(dy, g, u), 1);
+      },
+    };
+  }) as unknown as CustomGradientFunc);
+  return f(gu) as tf.Tensor2D;
 }

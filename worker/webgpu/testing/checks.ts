@@ -18,7 +18,7 @@ import { holdF16Copies, type MatmulKernel, matmulStats, setMatmulKernel, setSubg
 import { SKINNY_MAX_ROWS } from '../product-wgsl.ts';
 import { type RmsReduction, rmsNorm, setRmsNormReduction } from '../rms-norm.ts';
 import { applyRope } from '../rope.ts';
-import { swiglu, swigluReference } from '../swiglu.ts';
+import { swiglu, swigluHalves, swigluReference } from '../swiglu.ts';
 import { randomArray, runOn, worstRatio } from './gpu.ts';
 import { fusedChecks } from './fused-checks.ts';
 import { pagedChecks } from './paged-checks.ts';
@@ -338,6 +338,20 @@ export async function swigluChecks(): Promise<Check[]> {
   ];
   const f = (op: typeof swiglu) => (g: tf.Tensor, u: tf.Tensor, r: tf.Tensor) => tf.grads((a: tf.Tensor, b: tf.Tensor) => tf.sum(tf.mul(op(a, b), r)))([g, u]);
   out.push({ name: `swiglu gradient [${shape}]`, ratio: await compare(inputs, f(swigluReference), f(swiglu), 1e-5, 1e-5) });
+  // The halves of one gate/up product [N, 2·I] (decoding's), read in place: against splitting it first.
+  const halvesReference = (gu: tf.Tensor) => swigluReference(...(tf.split(gu, 2, 1) as [tf.Tensor, tf.Tensor]));
+  const halves = (gu: tf.Tensor) => swigluHalves(gu as tf.Tensor2D);
+  for (const [i, halvesShape] of [[1, 14], [33, 130], [1, 2 * (ELEMENTWISE_WORKGROUP * MAX_WORKGROUPS_PER_DIMENSION + 5)]].entries()) {
+    const gu = [{ data: randomArray(size(halvesShape), 40 + i, 50), shape: halvesShape }];
+    out.push({ name: `swiglu halves [${halvesShape}]`, ratio: await compare(gu, halvesReference, halves, SWIGLU_TOL.atol, SWIGLU_TOL.rtol) });
+  }
+  const guShape = [9, 260];
+  const guInputs = [
+    { data: randomArray(size(guShape), 4, 6), shape: guShape },
+    { data: randomArray(size(guShape) / 2, 5), shape: [9, 130] },
+  ];
+  const g = (op: (gu: tf.Tensor) => tf.Tensor) => (gu: tf.Tensor, r: tf.Tensor) => tf.grads((a: tf.Tensor) => tf.sum(tf.mul(op(a), r)))([gu]);
+  out.push({ name: `swiglu halves gradient [${guShape}]`, ratio: await compare(guInputs, g(halvesReference), g(halves), 1e-5, 1e-5) });
   return out;
 }
 
