@@ -30,7 +30,7 @@ import { PendingNorm } from './webgpu/fused-norm-matmul.ts';
 import { matMulPlus } from './webgpu/matmul-add.ts';
 import { gatedUnits } from './webgpu/fused-swiglu-matmul.ts';
 import { rmsNorm as fusedRmsNorm, RMS_NORM_KERNEL } from './webgpu/rms-norm.ts';
-import { applyRope, ROPE_KERNEL } from './webgpu/rope.ts';
+import { ROPE_KERNEL, ropeHeads } from './webgpu/rope.ts';
 import { type DeviceSampling, readSamples, sampleOnDevice } from './webgpu/sample.ts';
 import type { SampledStep } from './sampler.ts';
 
@@ -180,17 +180,15 @@ function decodeLayers(cfg: DecoderConfig, w: ModelWeights, dw: DeviceDecodeWeigh
     // [n, (H + 2·KVH)·hd]: the norm fused in where it pays, the bias added in the product's stores.
     const qkv = new PendingNorm(x, lw.inputNorm, cfg.rms_norm_eps).project(fused.qkv, linear, fused.qkvBias);
     const heads = tf.reshape(qkv, [n, h + 2 * kvh, hd]) as tf.Tensor3D;
-    let qk = tf.slice(heads, [0, 0, 0], [n, h + kvh, hd]) as tf.Tensor3D; // queries then keys
+    const queriesAndKeys = () => tf.slice(heads, [0, 0, 0], [n, h + kvh, hd]) as tf.Tensor3D;
     const norm = dw.qkNorm[l];
-    if (norm) {
-      // A weight per head: the kernel takes one weight row, so it normalises and a multiply applies the weights.
-      qk = normKernel ? (tf.mul(fusedRmsNorm(qk, dw.unit, cfg.rms_norm_eps), norm) as tf.Tensor3D) : rmsNorm(qk, norm, cfg.rms_norm_eps);
+    let qk: tf.Tensor3D; // queries (scaled) then keys, normalised where the model does, and rotated
+    if (ropeKernel && (!norm || normKernel)) {
+      // One kernel reads the queries and keys where they are (or as the norm kernel left them, its weight one: the
+      // kernel takes one weight row), applies the scale or the per-head norm weights as it reads, and rotates.
+      qk = norm ? ropeHeads(fusedRmsNorm(queriesAndKeys(), dw.unit, cfg.rms_norm_eps), h + kvh, norm, cos, sin) : ropeHeads(heads, h + kvh, dw.qkScale, cos, sin);
     } else {
-      qk = tf.mul(qk, dw.qkScale) as tf.Tensor3D;
-    }
-    if (ropeKernel) {
-      qk = applyRope(qk, cos, sin); // qk [n, heads, hd] is x [T, heads, hd] with T = n, a position per row
-    } else {
+      qk = norm ? rmsNorm(queriesAndKeys(), norm, cfg.rms_norm_eps) : (tf.mul(queriesAndKeys(), dw.qkScale) as tf.Tensor3D);
       const turned = tf.reshape(tf.matMul(tf.reshape(qk, [n * (h + kvh), hd]) as tf.Tensor2D, dw.rotate), [n, h + kvh, hd]);
       qk = tf.add(tf.mul(qk, tf.reshape(cos, [n, 1, hd])), tf.mul(turned, tf.reshape(sin, [n, 1, hd]))) as tf.Tensor3D;
     }

@@ -16,12 +16,20 @@ export class RopeShapeError extends Error {
   override name = 'RopeShapeError';
 }
 
-const WGSL = `struct U { total : i32, hd : i32, heads : i32, t : i32, inverse : i32, pad0 : i32, pad1 : i32, pad2 : i32, };
+/**
+ * With `scaled`, each element read is first multiplied by scale[head, d] (scale [heads, 1] or [heads, hd]): a
+ * decode step's query scaling or q/k norm weights, applied where they are read instead of by a pass of their own.
+ * The input's rows may hold more heads than are rotated (u.srcHeads ≥ u.heads: a decode step's q, k and v heads,
+ * of which q and k are rotated), so that no slice is copied first.
+ */
+function wgsl(scaled: boolean): string {
+  const at = (index: string, d: string) => (scaled ? `x[${index}] * scale[head * u.scaleWidth + select(0, ${d}, u.scaleWidth > 1)]` : `x[${index}]`);
+  return `struct U { total : i32, hd : i32, heads : i32, t : i32, inverse : i32, srcHeads : i32, scaleWidth : i32, pad0 : i32, };
 @group(0) @binding(0) var<storage, read_write> y : array<f32>;
 @group(0) @binding(1) var<storage, read> x : array<f32>;
 @group(0) @binding(2) var<storage, read> cosT : array<f32>;
 @group(0) @binding(3) var<storage, read> sinT : array<f32>;
-@group(0) @binding(4) var<uniform> u : U;
+${scaled ? '@group(0) @binding(4) var<storage, read> scale : array<f32>;\n' : ''}@group(0) @binding(${scaled ? 5 : 4}) var<uniform> u : U;
 
 @compute @workgroup_size(${ELEMENTWISE_WORKGROUP}, 1, 1)
 fn main(${GRID_BUILTINS}) {
@@ -29,33 +37,43 @@ fn main(${GRID_BUILTINS}) {
   if (i >= u.total) { return; }
   let half = u.hd / 2;
   let d = i % u.hd;
-  let pos = (i / (u.hd * u.heads)) % u.t;
+  let rowWidth = u.hd * u.heads;
+  let pos = (i / rowWidth) % u.t;
+  let head = (i / u.hd) % u.heads;
+  let src = (i / rowWidth) * u.hd * u.srcHeads + i % rowWidth;
   let row = pos * u.hd;
   let first = d < half;
-  let p = select(i - half, i + half, first);  // the pair's element
   let dp = select(d - half, d + half, first);
+  let p = src + dp - d;  // the pair's element
   // forward: the pair enters with −sin_d (first half) or +sin_d; inverse: with +sin_dp or −sin_dp.
   let s = select(select(sinT[row + d], -sinT[row + d], first), select(-sinT[row + dp], sinT[row + dp], first), u.inverse != 0);
-  y[i] = x[i] * cosT[row + d] + x[p] * s;
+  y[i] = ${at('src', 'd')} * cosT[row + d] + ${at('p', 'dp')} * s;
 }`;
+}
 
-/** Register the webgpu kernel: inputs {x [..., T, heads, hd], cos [T, hd], sin [T, hd]}, attrs {inverse}. */
+/**
+ * Register the webgpu kernel: inputs {x [..., T, srcHeads, hd], cos [T, hd], sin [T, hd], scale?}, attrs {inverse,
+ * heads?}: the first `heads` (all by default) of x's heads, rotated, [..., T, heads, hd].
+ */
 export function registerRope(): void {
   tf.registerKernel({
     kernelName: ROPE_KERNEL,
     backendName: 'webgpu',
     kernelFunc: ({ inputs, backend, attrs }) => {
       const x = inputs.x as tf.TensorInfo;
+      const scale = inputs.scale as tf.TensorInfo | undefined;
       const [t, hd] = (inputs.cos as tf.TensorInfo).shape;
-      const heads = x.shape[x.shape.length - 2];
-      const total = tf.util.sizeFromShape(x.shape);
+      const srcHeads = x.shape[x.shape.length - 2];
+      const { inverse, heads = srcHeads } = attrs as { inverse: boolean; heads?: number };
+      const shape = [...x.shape.slice(0, -2), heads, hd];
+      const total = tf.util.sizeFromShape(shape);
       return dispatch(asWebGpu(backend), {
-        key: 'rope',
-        wgsl: () => WGSL,
+        key: scale ? 'rope-scaled' : 'rope',
+        wgsl: () => wgsl(scale !== undefined),
         name: 'Rope',
-        inputs: [x, inputs.cos as tf.TensorInfo, inputs.sin as tf.TensorInfo],
-        output: { shape: x.shape },
-        uniforms: [{ i32: total }, { i32: hd }, { i32: heads }, { i32: t }, { i32: (attrs as { inverse: boolean }).inverse ? 1 : 0 }],
+        inputs: [x, inputs.cos as tf.TensorInfo, inputs.sin as tf.TensorInfo, ...(scale ? [scale] : [])],
+        output: { shape },
+        uniforms: [{ i32: total }, { i32: hd }, { i32: heads }, { i32: t }, { i32: inverse ? 1 : 0 }, { i32: srcHeads }, { i32: scale ? scale.shape[1] : 0 }],
         workgroups: gridFor(Math.ceil(total / ELEMENTWISE_WORKGROUP)),
       });
     },
@@ -99,4 +117,17 @@ export function applyRope<T extends tf.Tensor>(x: T, cos: tf.Tensor, sin: tf.Ten
     };
   }) as unknown as CustomGradientFunc);
   return f(x) as T;
+}
+
+/**
+ * A decode step's queries and keys, rotated, from its projections: the first `heads` of x [n, srcHeads, hd] (a
+ * position per row, cos/sin [n, hd]), each element times scale [heads, 1 | hd] as it is read — one kernel on webgpu,
+ * which no slice or multiply precedes; elsewhere the slice, the product and applyRope. Decoding only: no gradient.
+ */
+export function ropeHeads(x: tf.Tensor3D, heads: number, scale: tf.Tensor2D, cos: tf.Tensor2D, sin: tf.Tensor2D): tf.Tensor3D {
+  const [n, srcHeads, hd] = x.shape;
+  const ok = heads >= 1 && heads <= srcHeads && scale.shape[0] === heads && (scale.shape[1] === 1 || scale.shape[1] === hd) && cos.shape[0] === n;
+  if (!ok) throw new RopeShapeError(`ropeHeads wants x [n, ≥${heads}, hd], scale [${heads}, 1 or hd] and cos/sin [n, hd]; got ${x.shape}, ${scale.shape}, ${cos.shape}`);
+  if (!ourKernelRuns(ROPE_KERNEL)) return applyRope(tf.mul(tf.slice(x, [0, 0, 0], [n, heads, hd]), scale) as tf.Tensor3D, cos, sin);
+  return tf.engine().runKernel(ROPE_KERNEL, { x, cos, sin, scale }, { inverse: false, heads }) as tf.Tensor3D;
 }

@@ -17,7 +17,7 @@ import { matMulPlus } from '../matmul-add.ts';
 import { holdF16Copies, type MatmulKernel, matmulStats, setMatmulKernel, setSubgroupSkinnyThreads, SUBGROUP_SKINNY_THREADS, withF16Matmuls } from '../matmul.ts';
 import { SKINNY_MAX_ROWS } from '../product-wgsl.ts';
 import { type RmsReduction, rmsNorm, setRmsNormReduction } from '../rms-norm.ts';
-import { applyRope } from '../rope.ts';
+import { applyRope, ropeHeads } from '../rope.ts';
 import { swiglu, swigluHalves, swigluReference } from '../swiglu.ts';
 import { randomArray, runOn, worstRatio } from './gpu.ts';
 import { fusedChecks } from './fused-checks.ts';
@@ -309,6 +309,20 @@ export async function ropeChecks(): Promise<Check[]> {
     out.push({ name: `rope [${c.shape}] from ${c.firstPosition}`, ratio: forward });
     const grad = (rope: (x: tf.Tensor, cos: tf.Tensor, sin: tf.Tensor) => tf.Tensor) => (x: tf.Tensor, cos: tf.Tensor, sin: tf.Tensor, r: tf.Tensor) => tf.grad((a: tf.Tensor) => tf.sum(tf.mul(rope(a, cos, sin), r)))(x);
     out.push({ name: `rope gradient [${c.shape}] from ${c.firstPosition}`, ratio: await compare(ropeInputs(c, 40 + i), grad(modelRope), grad(applyRope), ROPE_TOL.atol, ROPE_TOL.rtol) });
+  }
+  // A decode step's: the first heads of [n, srcHeads, hd] (a position per row), each read times a scale per head or
+  // per head and dim, against slicing, multiplying and the model's RoPE.
+  for (const [i, [n, srcHeads, heads, hd, scaleWidth]] of [[1, 18, 16, 64, 1], [5, 4, 3, 8, 8], [8, 3, 3, 2, 1]].entries()) {
+    const tables = ropeTables(hd, 1_000_000, Array.from({ length: n }, (_, j) => 4_000 + 37 * j));
+    const inputs = [
+      { data: randomArray(n * srcHeads * hd, 60 + i), shape: [n, srcHeads, hd] },
+      { data: randomArray(heads * scaleWidth, 70 + i, 2), shape: [heads, scaleWidth] },
+      { data: tables.cos, shape: [n, hd] },
+      { data: tables.sin, shape: [n, hd] },
+    ];
+    const reference = (x: tf.Tensor, scale: tf.Tensor, cos: tf.Tensor, sin: tf.Tensor) => tf.reshape(modelRope(tf.reshape(tf.mul(tf.slice(x, [0, 0, 0], [n, heads, hd]), scale), [1, n, heads, hd]), cos, sin), [n, heads, hd]);
+    const fused = (x: tf.Tensor, scale: tf.Tensor, cos: tf.Tensor, sin: tf.Tensor) => ropeHeads(x as tf.Tensor3D, heads, scale as tf.Tensor2D, cos as tf.Tensor2D, sin as tf.Tensor2D);
+    out.push({ name: `rope heads ${heads} of [${n}, ${srcHeads}, ${hd}], scale [${heads}, ${scaleWidth}]`, ratio: await compare(inputs, reference, fused, ROPE_TOL.atol, ROPE_TOL.rtol) });
   }
   return out;
 }
