@@ -171,8 +171,6 @@ function decodeLayers(cfg: DecoderConfig, w: ModelWeights, dw: DeviceDecodeWeigh
   const sin = tf.tensor2d(tables.sin, [n, hd]);
   const ropeKernel = ourKernelRuns(ROPE_KERNEL);
   const normKernel = ourKernelRuns(RMS_NORM_KERNEL);
-  // RMSNorm of rows [n, D] and SwiGLU: one kernel each on webgpu (webgpu/*.ts), model.ts's composition elsewhere.
-  const norm2d = (x: tf.Tensor2D, weight: tf.Tensor) => fusedRmsNorm(x, weight, cfg.rms_norm_eps);
   let x = tf.gather(w.embed, tf.tensor1d(Int32Array.from(tokens), 'int32')) as tf.Tensor2D; // [n, D]
   for (let l = 0; l < w.layers.length; l++) {
     const lw = w.layers[l];
@@ -198,7 +196,7 @@ function decodeLayers(cfg: DecoderConfig, w: ModelWeights, dw: DeviceDecodeWeigh
     const gated = gatedUnits(new PendingNorm(y, lw.postNorm, cfg.rms_norm_eps), { gateUp: fused.gateUp }, linear);
     x = matMulPlus(gated, lw.down, y);
   }
-  return linear(norm2d(x, w.norm), w.head); // [n, V]
+  return new PendingNorm(x, w.norm, cfg.rms_norm_eps).project(w.head, linear); // [n, V]: the final norm fused in where it pays
 }
 
 function checkContext(cfg: DecoderConfig, lengths: number[]): void {
