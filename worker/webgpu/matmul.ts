@@ -96,7 +96,8 @@ const autoChoice: Record<ProductKind, AutoKernel> = { skinny: 'tiled-f32', tiled
 /**
  * BatchMatMuls per path since the thread started ('skinnySubgroup': the subgroup skinny shader, counted in 'skinny'
  * too; 'fallback': tfjs's kernel ran; 'mixed': inside withF16Matmuls, 'mixedF16Weights' of which read B from a held
- * f16 copy); benchmarks report it, tests check it.
+ * f16 copy; 'epilogues': products that added an addend in their stores, matMulPlus's); benchmarks report it, tests
+ * check it.
  */
 export const matmulStats = { tiled: 0, skinny: 0, skinnySubgroup: 0, f16: 0, fallback: 0, mixed: 0, mixedF16Weights: 0, epilogues: 0 };
 
@@ -439,6 +440,7 @@ function runMatmul(gpu: WebGpuBackend, a: tf.TensorInfo, b: tf.TensorInfo, v: Pi
   if (precision === 'f16') matmulStats.f16++;
   if (precision === 'mixed') matmulStats.mixed++;
   if (held) matmulStats.mixedF16Weights++;
+  if (epilogue) matmulStats.epilogues++;
   const common = { inputs: [a, bInput, ...(epilogue ? [epilogue.addend] : [])], output: { shape: s.outShape }, uniforms };
   if (subgroup) {
     return dispatch(gpu, { ...common, key: `matmul-skinny-sg-${sgThreads}-${s.m}-${tag}`, wgsl: () => skinnySubgroupWgsl(variant, s.m), name: 'MatMulSkinnySubgroup', workgroups: [Math.ceil(s.n / SG_COLS), 1, s.batch] });
@@ -449,6 +451,22 @@ function runMatmul(gpu: WebGpuBackend, a: tf.TensorInfo, b: tf.TensorInfo, v: Pi
   return dispatch(gpu, { ...common, key: `matmul-tiled-${tag}`, wgsl: () => tiledWgsl(variant), name: 'MatMulTiled', workgroups: [Math.ceil(s.n / TILE), Math.ceil(s.m / TILE), s.batch] });
 }
 
+/**
+ * The product by our shaders, with an epilogue if given: mixed precision's tiled f16 product inside withF16Matmuls
+ * (where the device has shader-f16), else the kernel chosen for the product's kind on this device. Null where
+ * tfjs's kernel takes it (its choice, or a product we do not handle).
+ */
+function ourProduct(gpu: WebGpuBackend, a: tf.TensorInfo, b: tf.TensorInfo, transposeA: boolean, transposeB: boolean, epilogue: Epilogue | null = null): tf.TensorInfo | null {
+  const shape = shapeOf(a, b, transposeA, transposeB);
+  if (!shape) return null;
+  const v = { transposeA, transposeB };
+  if (mixedScope && featuresOf(gpu.device).shaderF16) return runMatmul(gpu, a, b, v, shape, { precision: 'mixed', kind: 'tiled', subgroup: false }, epilogue);
+  const kind = kindOf(gpu.device, shape, transposeB);
+  const kernel = effectiveKernel(gpu.device, kind);
+  if (kernel === 'tfjs') return null;
+  return runMatmul(gpu, a, b, v, shape, { precision: isF16Kernel(kernel) ? 'f16' : 'f32', kind, subgroup: isSubgroupKernel(kernel) }, epilogue);
+}
+
 /** Register our BatchMatMul for webgpu, keeping tfjs's as the fallback (idempotent). */
 export function registerMatmul(): void {
   const original = tf.getKernel(tf.BatchMatMul, 'webgpu');
@@ -456,19 +474,11 @@ export function registerMatmul(): void {
   const fallback = original.kernelFunc;
   const kernelFunc: tf.KernelFunc = (args) => {
     const { inputs, backend, attrs } = args;
-    const a = inputs.a as tf.TensorInfo;
-    const b = inputs.b as tf.TensorInfo;
     const { transposeA, transposeB } = attrs as unknown as { transposeA: boolean; transposeB: boolean };
-    const gpu = asWebGpu(backend);
-    const shape = shapeOf(a, b, transposeA, transposeB);
-    if (shape && mixedScope && featuresOf(gpu.device).shaderF16) return runMatmul(gpu, a, b, { transposeA, transposeB }, shape, { precision: 'mixed', kind: 'tiled', subgroup: false });
-    const kind = shape ? kindOf(gpu.device, shape, transposeB) : 'tiled';
-    const kernel = shape ? effectiveKernel(gpu.device, kind) : 'tfjs';
-    if (!shape || kernel === 'tfjs') {
-      matmulStats.fallback++;
-      return fallback(args);
-    }
-    return runMatmul(gpu, a, b, { transposeA, transposeB }, shape, { precision: isF16Kernel(kernel) ? 'f16' : 'f32', kind, subgroup: isSubgroupKernel(kernel) });
+    const ours = ourProduct(asWebGpu(backend), inputs.a as tf.TensorInfo, inputs.b as tf.TensorInfo, transposeA, transposeB);
+    if (ours) return ours;
+    matmulStats.fallback++;
+    return fallback(args);
   };
   tf.unregisterKernel(tf.BatchMatMul, 'webgpu');
   tf.registerKernel({ ...original, kernelFunc: Object.assign(kernelFunc, { ours: true }) });
@@ -478,9 +488,9 @@ export const MATMUL_ADD_KERNEL = 'AgentJetMatmulAdd';
 
 /**
  * Register the product with an epilogue, {a [m, k], b [k, n], addend} → a·b + addend (attrs.addend: 'rows', a
- * tensor [m, n]; 'columns', a bias [n]): one dispatch wherever our BatchMatMul takes the product (the same shader
- * and precision, the addend read in its stores); elsewhere (tfjs's kernel chosen, mixed precision) the product and
- * tfjs's Add, as two.
+ * tensor [m, n]; 'columns', a bias [n]): one dispatch wherever our BatchMatMul takes the product (ourProduct: the
+ * same shader and precision, the addend read in its stores); elsewhere (tfjs's kernel chosen, mixed precision) the
+ * product and tfjs's Add, as two.
  */
 export function registerMatmulAdd(): void {
   tf.registerKernel({
@@ -490,15 +500,10 @@ export function registerMatmulAdd(): void {
       const a = inputs.a as tf.TensorInfo;
       const b = inputs.b as tf.TensorInfo;
       const addend = inputs.addend as tf.TensorInfo;
-      const kind = (attrs as unknown as { addend: Epilogue['kind'] }).addend;
       const gpu = asWebGpu(backend);
-      const shape = shapeOf(a, b, false, false);
-      const productKind = shape ? kindOf(gpu.device, shape, false) : 'tiled';
-      const kernel = shape && !mixedScope ? effectiveKernel(gpu.device, productKind) : 'tfjs';
-      if (shape && kernel !== 'tfjs' && addend.dtype === 'float32') {
-        matmulStats.epilogues++;
-        return runMatmul(gpu, a, b, { transposeA: false, transposeB: false }, shape, { precision: isF16Kernel(kernel) ? 'f16' : 'f32', kind: productKind, subgroup: isSubgroupKernel(kernel) }, { addend, kind });
-      }
+      const kind = (attrs as unknown as { addend: Epilogue['kind'] }).addend;
+      const ours = mixedScope || addend.dtype !== 'float32' ? null : ourProduct(gpu, a, b, false, false, { addend, kind });
+      if (ours) return ours;
       const product = tf.getKernel(tf.BatchMatMul, 'webgpu')!.kernelFunc({ inputs: { a, b }, backend, attrs: { transposeA: false, transposeB: false } }) as tf.TensorInfo;
       const sum = tf.getKernel(tf.Add, 'webgpu')!.kernelFunc({ inputs: { a: product, b: addend }, backend, attrs: {} }) as tf.TensorInfo;
       gpu.disposeData(product.dataId);
