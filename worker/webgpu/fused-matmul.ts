@@ -235,25 +235,21 @@ interface FusedAttrs {
   upOffset: number;
 }
 
-/** Register both kernels: {x, normWeight?, b, bias?} → A'·B (+ bias), and {x, normWeight?, gate, up} → silu(A'·gate)·(A'·up). */
+/**
+ * Register both kernels, inputs {x, normWeight?, b, up?, bias?}: A'·B (+ bias), and with `up`
+ * silu(A'·B)·(A'·up) (B the gate's weight; `up` may be B itself, read at the attrs' column offsets).
+ */
 export function registerFusedMatmuls(): void {
-  const attrsOf = (attrs: unknown) => attrs as FusedAttrs;
-  tf.registerKernel({
-    kernelName: NORM_MATMUL_KERNEL,
-    backendName: 'webgpu',
-    kernelFunc: ({ inputs, backend, attrs }) => {
-      const a = attrsOf(attrs);
-      fusedStats.normMatmul++;
-      return runFusedMatmul(asWebGpu(backend), { x: inputs.x as tf.TensorInfo, normWeight: (inputs.normWeight as tf.TensorInfo | undefined) ?? null, eps: a.eps, b: inputs.b as tf.TensorInfo, up: null, bias: (inputs.bias as tf.TensorInfo | undefined) ?? null, n: a.n, gateOffset: a.gateOffset, upOffset: 0 });
-    },
-  });
-  tf.registerKernel({
-    kernelName: SWIGLU_MATMUL_KERNEL,
-    backendName: 'webgpu',
-    kernelFunc: ({ inputs, backend, attrs }) => {
-      const a = attrsOf(attrs);
-      fusedStats.swigluMatmul++;
-      return runFusedMatmul(asWebGpu(backend), { x: inputs.x as tf.TensorInfo, normWeight: (inputs.normWeight as tf.TensorInfo | undefined) ?? null, eps: a.eps, b: inputs.gate as tf.TensorInfo, up: inputs.up as tf.TensorInfo, bias: null, n: a.n, gateOffset: a.gateOffset, upOffset: a.upOffset });
-    },
-  });
+  for (const op of FUSED_OPS) {
+    tf.registerKernel({
+      kernelName: KERNEL_OF[op],
+      backendName: 'webgpu',
+      kernelFunc: ({ inputs, backend, attrs }) => {
+        const a = attrs as unknown as FusedAttrs;
+        const given = (name: string) => (inputs[name] as tf.TensorInfo | undefined) ?? null;
+        fusedStats[op]++;
+        return runFusedMatmul(asWebGpu(backend), { x: inputs.x as tf.TensorInfo, normWeight: given('normWeight'), eps: a.eps, b: inputs.b as tf.TensorInfo, up: given('up'), bias: given('bias'), n: a.n, gateOffset: a.gateOffset, upOffset: a.upOffset });
+      },
+    });
+  }
 }

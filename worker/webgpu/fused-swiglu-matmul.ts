@@ -41,7 +41,7 @@ export function swigluMatmul<T extends tf.Tensor>(x: T, weights: GatedWeights, n
     const save = args.pop() as tf.GradSaveFunc;
     const ins = args as tf.Tensor[];
     save(ins);
-    const named = { x: ins[0], ...(norm ? { normWeight: ins[1] } : {}), gate: ins[norm ? 2 : 1], up: ins[ins.length - 1] };
+    const named = { x: ins[0], ...(norm ? { normWeight: ins[1] } : {}), b: ins[norm ? 2 : 1], up: ins[ins.length - 1] };
     return {
       value: tf.engine().runKernel(SWIGLU_MATMUL_KERNEL, named, { eps, n: inter, gateOffset: 0, upOffset: joint ? inter : 0 }) as tf.Tensor,
       gradFunc: (dy: tf.Tensor, saved: tf.Tensor[]) => {
