@@ -13,7 +13,7 @@ import * as tf from '@tensorflow/tfjs';
 import { fusedKernelPays, SWIGLU_MATMUL_KERNEL } from './fused-matmul.ts';
 import { PendingNorm } from './fused-norm-matmul.ts';
 import { rmsNormBackward, rmsNormTerms } from './rms-norm.ts';
-import { swiglu, swigluBackward, swigluHalves } from './swiglu.ts';
+import { swiglu, swigluBackward, swigluHalves, swigluHalvesBackward } from './swiglu.ts';
 
 type CustomGradientFunc = Parameters<typeof tf.customGrad>[0];
 
@@ -53,9 +53,7 @@ export function swigluMatmul<T extends tf.Tensor>(x: T, weights: GatedWeights, n
         let dxn: tf.Tensor;
         let dws: tf.Tensor[];
         if (joint) {
-          const gu = tf.matMul(xn, ws[0]); // [N, 2·I]
-          const [dg, du] = swigluBackward(dy, tf.slice(gu, [0, 0], [-1, inter]), tf.slice(gu, [0, inter], [-1, inter]));
-          const dgu = tf.concat([dg, du], 1) as tf.Tensor2D; // [N, 2·I]
+          const dgu = swigluHalvesBackward(dy, tf.matMul(xn, ws[0])) as tf.Tensor2D; // [N, 2·I]
           dxn = tf.matMul(dgu, ws[0], false, true);
           dws = [tf.matMul(xn, dgu, true, false)];
         } else {

@@ -74,6 +74,12 @@ export function swigluBackward(dy: tf.Tensor, g: tf.Tensor, u: tf.Tensor): [tf.T
   return [tf.mul(tf.mul(dy, u), dSilu), tf.mul(dy, silu)];
 }
 
+/** swigluBackward for gu [N, 2·I] holding each row's gate then its up: d(gu) [N, 2·I], the gate's half first. */
+export function swigluHalvesBackward(dy: tf.Tensor, gu: tf.Tensor): tf.Tensor {
+  const [g, u] = tf.split(gu, 2, -1);
+  return tf.concat(swigluBackward(dy, g, u), -1);
+}
+
 /** silu(gate) · up with its gradient; one kernel forward on webgpu. */
 export function swiglu<T extends tf.Tensor>(gate: T, up: T): T {
   if (!tf.util.arraysEqual(gate.shape, up.shape)) throw new SwigluShapeError(`gate ${gate.shape} and up ${up.shape} differ`);
@@ -106,10 +112,7 @@ export function swigluHalves(gu: tf.Tensor2D): tf.Tensor2D {
     save([x]);
     return {
       value: tf.engine().runKernel(SWIGLU_KERNEL, { gate: x }) as tf.Tensor,
-      gradFunc: (dy: tf.Tensor, saved: tf.Tensor[]) => {
-        const [g, u] = tf.split(saved[0], 2, 1);
-        return tf.concat(swigluBackward(dy, g, u), 1);
-      },
+      gradFunc: (dy: tf.Tensor, saved: tf.Tensor[]) => swigluHalvesBackward(dy, saved[0]),
     };
   }) as unknown as CustomGradientFunc);
   return f(gu) as tf.Tensor2D;
