@@ -28,6 +28,7 @@ import { seededRandom } from './common/random.ts';
 import { ourKernelRuns } from './webgpu/gpu.ts';
 import { PendingNorm } from './webgpu/fused-norm-matmul.ts';
 import { gatedUnits } from './webgpu/fused-swiglu-matmul.ts';
+import { matMulPlus } from './webgpu/matmul-add.ts';
 import { f16MatmulsActive } from './webgpu/matmul.ts';
 import { rmsNorm as fusedRmsNorm } from './webgpu/rms-norm.ts';
 import { applyRope as ropeKernel, ROPE_KERNEL } from './webgpu/rope.ts';
@@ -742,9 +743,10 @@ export function extendStep(cfg: DecoderConfig, w: ModelWeights, host: DecodeHost
       }
     }
     const next = tf.tidy(() => {
-      const y = tf.add(x, linear(tf.tensor2d(attnOut, [rows, h * hd]), lw.o)) as tf.Tensor2D; // [rows, D]
+      // The residual adds in the products' stores on webgpu (matmul-add.ts), as tensor-decode.ts's decode step.
+      const y = matMulPlus(tf.tensor2d(attnOut, [rows, h * hd]), lw.o, x); // [rows, D]
       const normed = new PendingNorm(y, lw.postNorm, cfg.rms_norm_eps);
-      return tf.add(y, linear(gatedUnits(normed, { gateUp: dw.gateUp }, linear), lw.down)); // via [rows, I]
+      return matMulPlus(gatedUnits(normed, { gateUp: dw.gateUp }, linear), lw.down, y); // via [rows, I]
     }) as tf.Tensor2D;
     x.dispose();
     x = next;
