@@ -324,14 +324,21 @@ async function realModelBench(ctx: BenchContext, name: string): Promise<Record<s
   const probe = await engine.generate({ promptIds: prompt, sampling: greedy(3) });
   const msPerToken = probe.timings.decodeMs / Math.max(probe.tokens.length - 1, 1);
   const decodeTokens = Math.max(4, Math.min(64, Math.floor(budgetMs / Math.max(msPerToken, 1e-3))));
-  const one = await engine.generate({ promptIds: prompt, sampling: greedy(decodeTokens) });
-  const decode1 = one.tokens.length / (one.timings.decodeMs / 1000);
-  ctx.log(`decode ×1: ${one.tokens.length} tokens, ${decode1.toFixed(1)} tokens/s`);
-
-  // DECODE_BATCH sequences at once (short prompts: the figure is decoding, not prefill), aggregate tokens/s.
+  /** One sequence decoding `tokens`: how many it decoded, and its tokens/s over its decode time (not its prefill). */
+  const decodeAlone = async (tokens: number) => {
+    const r = await engine.generate({ promptIds: prompt, sampling: greedy(tokens) });
+    return { tokens: r.tokens.length, perS: r.tokens.length / (r.timings.decodeMs / 1000) };
+  };
+  /** DECODE_BATCH sequences decoding `tokens` each at once (short prompts: the figure is decoding), aggregate tokens/s. */
+  const decodeTogether = async (tokens: number) => {
+    const together = await timed(() => Promise.all(Array.from({ length: DECODE_BATCH }, (_, i) => engine.generate({ promptIds: prompt.map((t) => (t + i) % Math.min(1000, vocab)).slice(0, 8), sampling: greedy(tokens) }))));
+    return together.value.reduce((a, r) => a + r.tokens.length, 0) / (together.wallMs / 1000);
+  };
+  const one = await decodeAlone(decodeTokens);
+  const decode1 = one.perS;
+  ctx.log(`decode ×1: ${one.tokens} tokens, ${decode1.toFixed(1)} tokens/s`);
   const batchTokens = Math.max(4, Math.min(32, Math.floor(decodeTokens / 2)));
-  const together = await timed(() => Promise.all(Array.from({ length: DECODE_BATCH }, (_, i) => engine.generate({ promptIds: prompt.map((t) => (t + i) % Math.min(1000, vocab)).slice(0, 8), sampling: greedy(batchTokens) }))));
-  const decode32 = together.value.reduce((a, r) => a + r.tokens.length, 0) / (together.wallMs / 1000);
+  const decode32 = await decodeTogether(batchTokens);
   ctx.log(`decode ×${DECODE_BATCH}: ${batchTokens} tokens each, ${decode32.toFixed(1)} tokens/s overall`);
 
   // The same decoding with the weights read as f16 copies (the f16 matmul kernel, which the fused products follow):
@@ -342,15 +349,8 @@ async function realModelBench(ctx: BenchContext, name: string): Promise<Record<s
   if (f16Kernel) {
     setMatmulKernel(f16Kernel);
     try {
-      const f16Tokens = Math.max(4, Math.floor(decodeTokens / 4));
-      await engine.generate({ promptIds: prompt, sampling: greedy(2) }); // the f16 copies are made here, not timed
-      const oneF16 = await engine.generate({ promptIds: prompt, sampling: greedy(f16Tokens) });
-      const togetherF16 = await timed(() => Promise.all(Array.from({ length: DECODE_BATCH }, (_, i) => engine.generate({ promptIds: prompt.map((t) => (t + i) % Math.min(1000, vocab)).slice(0, 8), sampling: greedy(batchTokens) }))));
-      decodeF16 = {
-        one: oneF16.tokens.length / (oneF16.timings.decodeMs / 1000),
-        together: togetherF16.value.reduce((a, r) => a + r.tokens.length, 0) / (togetherF16.wallMs / 1000),
-        kernel: f16Kernel,
-      };
+      await decodeAlone(2); // the f16 copies are made here, not timed
+      decodeF16 = { one: (await decodeAlone(Math.max(4, Math.floor(decodeTokens / 4)))).perS, together: await decodeTogether(batchTokens), kernel: f16Kernel };
       ctx.log(`decode with f16 weights (${f16Kernel}): ×1 ${decodeF16.one.toFixed(1)} tokens/s, ×${DECODE_BATCH} ${decodeF16.together.toFixed(1)} tokens/s`);
     } finally {
       setMatmulKernel(chosen);
@@ -390,7 +390,7 @@ async function realModelBench(ctx: BenchContext, name: string): Promise<Record<s
     train_skipped_steps_mixed: mixed.skippedSteps,
     decode_tokens_per_s_1: round(decode1, 2),
     decode_tokens_per_s_32: round(decode32, 2),
-    decode_tokens_measured: `${one.tokens.length} alone, ${batchTokens} × ${DECODE_BATCH} together`,
+    decode_tokens_measured: `${one.tokens} alone, ${batchTokens} × ${DECODE_BATCH} together`,
     decode_tokens_per_s_1_f16_weights: decodeF16 ? round(decodeF16.one, 2) : 'n/a',
     decode_tokens_per_s_32_f16_weights: decodeF16 ? round(decodeF16.together, 2) : 'n/a',
     decode_f16_kernel: decodeF16?.kernel ?? 'n/a (no shader-f16 on webgpu)',
