@@ -61,6 +61,19 @@ const normThenMatmul = (x: tf.Tensor, nw: tf.Tensor, w: tf.Tensor) => {
   return tf.reshape(tf.matMul(tf.reshape(modelRmsNorm(x, nw, EPS), [-1, k]) as tf.Tensor2D, w as tf.Tensor2D), [...x.shape.slice(0, -1), n]);
 };
 
+/** The fused op on normThenMatmul's inputs. */
+const fusedNormMatmul = (x: tf.Tensor, nw: tf.Tensor, w: tf.Tensor) => normMatmul(x, nw as tf.Tensor1D, EPS, w as tf.Tensor2D);
+
+/** normThenMatmul's inputs: rows x, a norm weight [K] and a weight [K, n], each from its own seed. */
+function normInputs(xShape: number[], n: number, [xSeed, nwSeed, wSeed]: [number, number, number]): Inputs {
+  const k = xShape[xShape.length - 1];
+  return [
+    { data: randomArray(size(xShape), xSeed, 2), shape: xShape },
+    { data: randomArray(k, nwSeed, 1.5), shape: [k] },
+    { data: randomArray(k * n, wSeed), shape: [k, n] },
+  ];
+}
+
 /** The SwiGLU variants: gate/up as two weights or one, the norm applied or not. */
 interface GatedVariant {
   joint: boolean;
@@ -125,15 +138,10 @@ async function counted<T>(name: string, op: keyof typeof fusedStats, wanted: num
 export async function normMatmulChecks(): Promise<Check[]> {
   const out: Check[] = [];
   for (const [i, [xShape, n]] of FUSED_SHAPES.entries()) {
-    const k = xShape[xShape.length - 1];
-    const inputs = [
-      { data: randomArray(size(xShape), 200 + i, 2), shape: xShape },
-      { data: randomArray(k, 300 + i, 1.5), shape: [k] },
-      { data: randomArray(k * n, 400 + i), shape: [k, n] },
-    ];
+    const inputs = normInputs(xShape, n, [200 + i, 300 + i, 400 + i]);
     const want = await runOn('cpu', inputs, normThenMatmul);
     const name = `normMatmul ${caseName(xShape, n)}`;
-    const { value: got, check } = await counted(name, 'normMatmul', 1, () => runOn('webgpu', inputs, (x, nw, w) => normMatmul(x, nw as tf.Tensor1D, EPS, w as tf.Tensor2D)));
+    const { value: got, check } = await counted(name, 'normMatmul', 1, () => runOn('webgpu', inputs, fusedNormMatmul));
     out.push(check, { name, ratio: fractionRatio(got, want) });
   }
   return out;
@@ -145,12 +153,7 @@ export async function normMatmulBiasChecks(): Promise<Check[]> {
   for (const [i, [xShape, n]] of [FUSED_SHAPES[0], FUSED_SHAPES[3], FUSED_SHAPES[10]].entries()) {
     const k = xShape[xShape.length - 1];
     const rows = size(xShape) / k;
-    const inputs = [
-      { data: randomArray(size(xShape), 1300 + i, 2), shape: xShape },
-      { data: randomArray(k, 1310 + i, 1.5), shape: [k] },
-      { data: randomArray(k * n, 1320 + i), shape: [k, n] },
-      { data: randomArray(n, 1330 + i, 3), shape: [n] },
-    ];
+    const inputs = [...normInputs(xShape, n, [1300 + i, 1310 + i, 1320 + i]), { data: randomArray(n, 1330 + i, 3), shape: [n] }];
     const reference = (x: tf.Tensor, nw: tf.Tensor, w: tf.Tensor, b: tf.Tensor) => tf.add(normThenMatmul(x, nw, w), b);
     const fused = (x: tf.Tensor, nw: tf.Tensor, w: tf.Tensor, b: tf.Tensor) => normMatmul(x, nw as tf.Tensor1D, EPS, w as tf.Tensor2D, b as tf.Tensor1D);
     const withCotangent = [...inputs, { data: randomArray(rows * n, 1340 + i), shape: [...xShape.slice(0, -1), n] }];
@@ -192,14 +195,9 @@ export async function fusedGradientChecks(): Promise<Check[]> {
   for (const [i, [xShape, n]] of GRADIENT_SHAPES.entries()) {
     const k = xShape[xShape.length - 1];
     const cotangent = (cols: number, seed: number) => ({ data: randomArray(size(xShape) / k * cols, seed), shape: [...xShape.slice(0, -1), cols] });
-    const normInputs = [
-      { data: randomArray(size(xShape), 600 + i, 2), shape: xShape },
-      { data: randomArray(k, 610 + i, 1.5), shape: [k] },
-      { data: randomArray(k * n, 620 + i), shape: [k, n] },
-      cotangent(n, 630 + i),
-    ];
-    const want = await runOn('cpu', normInputs, withGrads(normThenMatmul));
-    const got = await runOn('webgpu', normInputs, withGrads((x, nw, w) => normMatmul(x, nw as tf.Tensor1D, EPS, w as tf.Tensor2D)));
+    const inputs = [...normInputs(xShape, n, [600 + i, 610 + i, 620 + i]), cotangent(n, 630 + i)];
+    const want = await runOn('cpu', inputs, withGrads(normThenMatmul));
+    const got = await runOn('webgpu', inputs, withGrads(fusedNormMatmul));
     out.push({ name: `normMatmul gradient (x, norm weight, w) ${caseName(xShape, n)}`, ratio: fractionRatio(got, want) });
     for (const v of GATED_VARIANTS) {
       const inputs = [...gatedInputs(v, xShape, n, 700 + 10 * i), cotangent(n, 790 + i)];
@@ -242,17 +240,12 @@ export async function fusedF16WeightChecks(): Promise<Check[]> {
     setMatmulKernel('tiled-f16');
     for (const [i, [xShape, n]] of F16_SHAPES.entries()) {
       const decode = size(xShape) / xShape[xShape.length - 1] <= SKINNY_MAX_ROWS;
-      const k = xShape[xShape.length - 1];
       const sites: { name: string; inputs: Inputs; reference: (...xs: tf.Tensor[]) => tf.Tensor; fused: (...xs: tf.Tensor[]) => tf.Tensor }[] = [
         {
           name: `normMatmul f16 weights ${caseName(xShape, n)}`,
-          inputs: [
-            { data: randomArray(size(xShape), 1000 + i, 2), shape: xShape },
-            { data: randomArray(k, 1010 + i, 1.5), shape: [k] },
-            { data: randomArray(k * n, 1020 + i), shape: [k, n] },
-          ],
+          inputs: normInputs(xShape, n, [1000 + i, 1010 + i, 1020 + i]),
           reference: normThenMatmul,
-          fused: (x, nw, w) => normMatmul(x, nw as tf.Tensor1D, EPS, w as tf.Tensor2D),
+          fused: fusedNormMatmul,
         },
         ...[GATED_VARIANTS[0], GATED_VARIANTS[1]].map((v, j) => ({
           name: `swigluMatmul f16 weights ${variantName(v)} ${caseName(xShape, n)}`,
